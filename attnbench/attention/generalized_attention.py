@@ -1,0 +1,277 @@
+"""Generalized attention on feature maps (2D), with any subset of the terms E1..E4.
+
+Zhu, Cheng, Zhang, Lin, Dai, "An Empirical Study of Spatial Attention Mechanisms in Deep
+Networks", ICCV 2019, https://arxiv.org/abs/1904.05873 (Eq. 2). Reference code consulted:
+mmcv ``mmcv/cnn/bricks/generalized_attention.py``, whose constructor, parameter names and
+initialisation this module keeps, so mmcv and mmdet ``empirical_attention`` checkpoints load.
+
+For query pixel ``i`` and key pixel ``j`` of head ``m`` (``d = in_channels // num_heads``):
+
+    logit_ij = E1: q_i . k_j  +  E2: q_i . (P^x_{x_i - x_j} + P^y_{y_i - y_j})
+             + E3: u . k_j    +  E4: v . (P^x_{x_i - x_j} + P^y_{y_i - y_j})
+    y_i = x_i + gamma * W_out [ sum_j softmax_j(logit_ij) W_v x_j ]_{heads}
+
+with ``q = W_q x`` on the query grid (stride ``q_stride``), ``k = W_k x`` and ``W_v x`` on the key
+grid (stride ``kv_stride``), ``P^x_o = W_x emb(o * position_magnitude) / sqrt(2)`` (sinusoidal
+``emb``, likewise ``P^y``), offsets in input pixels, and no 1/sqrt(d) scaling (as in mmcv).
+
+Computation: the relative-position terms are separable, a per-query table over key columns
+(``(q_i + v) . P^x``) plus one over key rows, and E3 is a per-key bias folded into the query
+(``(q_i + u) . k_j``), so the whole attention runs as one fused scaled-dot-product call
+(:mod:`~attnbench.attention.separable_bias_attention`) that never stores the ``HW x HW_kv`` logits.
+E3 alone is query-independent: one global context vector per head, computed once.
+
+Deliberate differences from mmcv 2.x:
+  * E2 without E4 (``0100, 0110, 1100, 1110``) is computed as above; mmcv permutes the query
+    wrongly for the y axis there (crashes when h != w, wrong values when h == w).
+  * ``spatial_range = r >= 0`` keeps exactly the keys within ``r`` input pixels of the query along
+    each axis (``|y_i - y_j| <= r`` and ``|x_i - x_j| <= r``), for any channel count and map size.
+    mmcv's mask is only built for 256/512 channels up to 84x84 maps, ignores ``q_stride`` and keeps
+    a wider, asymmetric window. mmcv stores that mask as a parameter ``local_constraint_map``; it is
+    dropped when an mmcv state_dict is loaded. ``r`` must be at least ``kv_stride - 1`` so that every
+    query sees a key.
+  * A per-axis embedding size (``position_embedding_dim // 2``) that is odd is allowed (the last
+    cosine is dropped); mmcv fails on it.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .factors import AttentionFactors
+from .position import sinusoidal_embedding
+from .separable_bias_attention import separable_bias_attention, separable_bias_attention_macs
+
+
+def _strided_size(size: int, stride: int) -> int:
+    """Length of ``range(0, size, stride)``: the grid that mmcv's ``AvgPool2d(1, stride)`` keeps."""
+    return -(-size // stride)
+
+
+class GeneralizedAttention(nn.Module):
+    """Generalized attention block (drop-in for ``mmcv.cnn.bricks.GeneralizedAttention``).
+
+    Args:
+        in_channels: channels of the input feature map; divisible by ``num_heads``.
+        spatial_range: keep only keys within this many input pixels of the query along each axis;
+            -1 for no constraint.
+        num_heads: attention heads.
+        position_embedding_dim: size of the sinusoidal relative-position embedding of both axes
+            together (half per axis); -1 for ``in_channels``.
+        position_magnitude: multiplier of the pixel offsets before embedding.
+        kv_stride: subsampling stride of the key/value grid.
+        q_stride: subsampling stride of the query grid (output upsampled bilinearly).
+        attention_type: factor string ``E1E2E3E4``, e.g. ``'1111'`` or ``'0010'``.
+    """
+
+    _abbr_ = "gen_attention_block"
+
+    def __init__(
+        self,
+        in_channels: int,
+        spatial_range: int = -1,
+        num_heads: int = 9,
+        position_embedding_dim: int = -1,
+        position_magnitude: int = 1,
+        kv_stride: int = 2,
+        q_stride: int = 1,
+        attention_type: str = "1111",
+    ):
+        super().__init__()
+        self.factors = AttentionFactors.parse(attention_type)
+        if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
+            raise ValueError(
+                f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
+        for name, stride in (("kv_stride", kv_stride), ("q_stride", q_stride)):
+            if not isinstance(stride, int) or stride < 1:
+                raise ValueError(f"{name} must be a positive integer, got {stride!r}")
+        if spatial_range < -1:
+            raise ValueError(f"spatial_range must be -1 (unconstrained) or >= 0, got {spatial_range}")
+        if 0 <= spatial_range < kv_stride - 1:
+            raise ValueError(
+                f"spatial_range {spatial_range} < kv_stride - 1 = {kv_stride - 1}: some queries would "
+                "see no key")
+        self.in_channels = in_channels
+        self.num_heads = num_heads
+        self.qk_embed_dim = in_channels // num_heads
+        self.spatial_range = spatial_range
+        self.position_embedding_dim = position_embedding_dim if position_embedding_dim > 0 else in_channels
+        if self.factors.needs_position and self.position_embedding_dim < 2:
+            raise ValueError(f"position_embedding_dim must be >= 2, got {self.position_embedding_dim}")
+        self.position_magnitude = position_magnitude
+        self.kv_stride = kv_stride
+        self.q_stride = q_stride
+
+        inner = self.qk_embed_dim * num_heads
+        f = self.factors
+        if f.needs_query:
+            self.query_conv = nn.Conv2d(in_channels, inner, 1, bias=False)
+        if f.needs_key:
+            self.key_conv = nn.Conv2d(in_channels, inner, 1, bias=False)
+        self.value_conv = nn.Conv2d(in_channels, inner, 1, bias=False)
+        if f.needs_position:
+            self.appr_geom_fc_x = nn.Linear(self.position_embedding_dim // 2, inner, bias=False)
+            self.appr_geom_fc_y = nn.Linear(self.position_embedding_dim // 2, inner, bias=False)
+        if f.key:
+            self.appr_bias = nn.Parameter(torch.empty(inner))
+        if f.position:
+            self.geom_bias = nn.Parameter(torch.empty(inner))
+        self.proj_conv = nn.Conv2d(inner, in_channels, 1, bias=True)
+        self.gamma = nn.Parameter(torch.zeros(1))
+        self._register_load_state_dict_pre_hook(_drop_mmcv_constraint_map)
+        self.reset_parameters()
+
+    @property
+    def attention_type(self) -> str:
+        return str(self.factors)
+
+    def reset_parameters(self) -> None:
+        """mmcv's initialisation: Kaiming-normal (fan_in) projections, uniform biases, gamma = 0."""
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="leaky_relu")
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        bound = 1.0 / math.sqrt(self.qk_embed_dim * 2)
+        for name in ("appr_bias", "geom_bias"):
+            if hasattr(self, name):
+                nn.init.uniform_(getattr(self, name), -bound, bound)
+        nn.init.zeros_(self.gamma)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, attention_type='{self.factors}', num_heads={self.num_heads}, "
+                f"kv_stride={self.kv_stride}, q_stride={self.q_stride}, spatial_range={self.spatial_range}")
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = x.shape  # (N, heads * d, h, w) -> (N, heads, h * w, d)
+        return x.view(n, self.num_heads, self.qk_embed_dim, h * w).transpose(2, 3)
+
+    def _per_head(self, vector: torch.Tensor) -> torch.Tensor:
+        return vector.view(1, self.num_heads, 1, self.qk_embed_dim)
+
+    def _content_query(self, query: torch.Tensor | None) -> torch.Tensor | None:
+        """E1 q + E3 u, the query side of the content logits, (N or 1, heads, L or 1, d)."""
+        f = self.factors
+        if f.query_key and f.key:
+            return query + self._per_head(self.appr_bias)
+        if f.query_key:
+            return query
+        if f.key:
+            return self._per_head(self.appr_bias)
+        return None
+
+    def _position_query(self, query: torch.Tensor | None) -> torch.Tensor | None:
+        """E2 q + E4 v, the query side of the position logits, (N or 1, heads, L or 1, d)."""
+        f = self.factors
+        if f.query_position and f.position:
+            return query + self._per_head(self.geom_bias)
+        if f.query_position:
+            return query
+        if f.position:
+            return self._per_head(self.geom_bias)
+        return None
+
+    def _axis_offsets(self, q_len: int, kv_len: int, like: torch.Tensor) -> torch.Tensor:
+        """Query minus key position in input pixels, (q_len, kv_len)."""
+        q_pos = torch.arange(q_len, device=like.device, dtype=like.dtype) * self.q_stride
+        kv_pos = torch.arange(kv_len, device=like.device, dtype=like.dtype) * self.kv_stride
+        return q_pos[:, None] - kv_pos[None, :]
+
+    def _axis_position_features(self, fc: nn.Linear, offsets: torch.Tensor) -> torch.Tensor:
+        """P_o = W emb(o * magnitude) / sqrt(2) per head, (heads, q_len, kv_len, d)."""
+        emb = sinusoidal_embedding(offsets * self.position_magnitude, self.position_embedding_dim // 2)
+        feat = fc(emb) / math.sqrt(2)
+        return feat.view(*offsets.shape, self.num_heads, self.qk_embed_dim).permute(2, 0, 1, 3)
+
+    def _range_mask(self, offsets: torch.Tensor) -> torch.Tensor:
+        """Additive logit mask: 0 within ``spatial_range``, a large negative number outside."""
+        outside = offsets.abs() > self.spatial_range
+        return outside.to(offsets.dtype) * (torch.finfo(offsets.dtype).min / 4)
+
+    def _axis_biases(self, position_query, n, grid, key_grid, like):
+        """Per-query logit tables over key columns and rows, (N, heads, L, Wk) and (N, heads, L, Hk)."""
+        (h, w), (h_kv, w_kv) = grid, key_grid
+        off_x, off_y = self._axis_offsets(w, w_kv, like), self._axis_offsets(h, h_kv, like)
+        if position_query is not None:
+            pq = position_query.expand(-1, -1, h * w, -1)
+            pq = pq.reshape(pq.shape[0], self.num_heads, h, w, self.qk_embed_dim)
+            feat_x = self._axis_position_features(self.appr_geom_fc_x, off_x)
+            feat_y = self._axis_position_features(self.appr_geom_fc_y, off_y)
+            bias_x = torch.einsum("nmyxd,mxjd->nmyxj", pq, feat_x)  # (N, heads, h, w, Wk)
+            bias_y = torch.einsum("nmyxd,myid->nmyxi", pq, feat_y)  # (N, heads, h, w, Hk)
+        else:
+            bias_x = off_x.new_zeros(1, 1, 1, w, w_kv)
+            bias_y = off_y.new_zeros(1, 1, h, 1, h_kv)
+        if self.spatial_range >= 0:
+            bias_x = bias_x + self._range_mask(off_x)               # (w, Wk) over (.., h, w, Wk)
+            bias_y = bias_y + self._range_mask(off_y)[:, None, :]   # (h, 1, Hk) over (.., h, w, Hk)
+        shape = (n, self.num_heads, h, w)
+        bias_x = bias_x.expand(*shape, w_kv).reshape(n, self.num_heads, h * w, w_kv)
+        bias_y = bias_y.expand(*shape, h_kv).reshape(n, self.num_heads, h * w, h_kv)
+        return bias_x, bias_y
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(
+                f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        x_q = x[:, :, ::self.q_stride, ::self.q_stride]
+        x_kv = x[:, :, ::self.kv_stride, ::self.kv_stride]
+        n, _, h, w = x_q.shape
+        h_kv, w_kv = x_kv.shape[2:]
+        f = self.factors
+
+        query = self._split_heads(self.query_conv(x_q)) if f.needs_query else None
+        key = self._split_heads(self.key_conv(x_kv)) if f.needs_key else None
+        value = self._split_heads(self.value_conv(x_kv))
+        content_query = self._content_query(query)
+        position_query = self._position_query(query)
+
+        if position_query is None and self.spatial_range < 0 and not f.query_key:
+            # E3 alone: the weights do not depend on the query, one context vector per head.
+            out = separable_bias_attention(content_query.expand(n, -1, -1, -1), key, value)
+            h, w = 1, 1
+        else:
+            bias_x = bias_y = None
+            if position_query is not None or self.spatial_range >= 0:
+                bias_x, bias_y = self._axis_biases(position_query, n, (h, w), (h_kv, w_kv), x)
+            if content_query is not None:
+                content_query = content_query.expand(n, -1, h * w, -1)
+            out = separable_bias_attention(content_query, key, value, bias_x, bias_y, (h_kv, w_kv))
+
+        out = out.transpose(2, 3).reshape(n, self.num_heads * self.qk_embed_dim, h, w)
+        out = self.proj_conv(out)
+        if (h, w) != (1, 1) and out.shape[2:] != x.shape[2:]:
+            out = F.interpolate(out, size=x.shape[2:], mode="bilinear", align_corners=False)
+        return self.gamma * out + x
+
+    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+        """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.
+
+        Counts the 1x1 projections, the position-feature projections and tables, and the fused
+        attention at its folded head size; not the softmax, interpolation or residual sum.
+        """
+        n, c, height, width = input_shape
+        h, w = _strided_size(height, self.q_stride), _strided_size(width, self.q_stride)
+        h_kv, w_kv = _strided_size(height, self.kv_stride), _strided_size(width, self.kv_stride)
+        num_q, num_kv, d, heads = h * w, h_kv * w_kv, self.qk_embed_dim, self.num_heads
+        inner = heads * d
+        f = self.factors
+        global_context = not f.needs_position and self.spatial_range < 0 and not f.query_key
+        out_q = 1 if global_context else num_q  # E3 alone: one context vector per image
+        total = n * num_kv * c * inner + n * out_q * inner * c  # value and output projections
+        total += f.needs_query * n * num_q * c * inner + f.needs_key * n * num_kv * c * inner
+        if f.needs_position:
+            total += (w * w_kv + h * h_kv) * (self.position_embedding_dim // 2) * inner
+            table_batch = n if f.query_position else 1
+            total += table_batch * heads * num_q * (w_kv + h_kv) * d
+        key_size = (h_kv, w_kv) if f.needs_position or self.spatial_range >= 0 else None
+        return total + separable_bias_attention_macs(
+            n, heads, out_q, num_kv, d if f.needs_key else 0, d, key_size)
+
+
+def _drop_mmcv_constraint_map(state_dict, prefix, *args) -> None:
+    """mmcv stores its spatial-range mask as a parameter; this module computes the mask instead."""
+    state_dict.pop(prefix + "local_constraint_map", None)

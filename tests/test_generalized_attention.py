@@ -1,0 +1,109 @@
+import pytest
+import torch
+
+from attnbench.attention import ALL_FACTORS, AttentionFactors, GeneralizedAttention
+from attnbench.flops import count_macs
+from reference import generalized_attention_2d
+
+# (N, C, H, W), q_stride, kv_stride: square, h != w, odd sizes, strides 1..4
+CASES = [
+    ((2, 24, 7, 11), 1, 2),
+    ((1, 24, 9, 9), 1, 1),
+    ((1, 24, 5, 13), 2, 3),
+    ((2, 24, 12, 6), 3, 1),
+    ((1, 24, 10, 15), 4, 4),
+]
+
+
+def make(factors, heads=4, channels=24, **kwargs):
+    m = GeneralizedAttention(channels, num_heads=heads, attention_type=factors, **kwargs)
+    with torch.no_grad():
+        m.gamma.fill_(0.7)  # 0 at init would hide the attention branch
+        m.proj_conv.bias.normal_()
+    return m
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+@pytest.mark.parametrize("shape,q_stride,kv_stride", CASES)
+def test_matches_float64_reference(factors, shape, q_stride, kv_stride):
+    m = make(factors, q_stride=q_stride, kv_stride=kv_stride, position_magnitude=2)
+    x = torch.randn(shape)
+    ref = generalized_attention_2d(m, x)
+    torch.testing.assert_close(m(x).double(), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.double()(x.double()), ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("factors", ["1111", "0110", "1000", "0010", "0001"])
+@pytest.mark.parametrize("spatial_range,q_stride,kv_stride", [(0, 1, 1), (2, 1, 2), (3, 2, 3), (5, 1, 4)])
+def test_spatial_range_matches_reference(factors, spatial_range, q_stride, kv_stride):
+    m = make(factors, spatial_range=spatial_range, q_stride=q_stride, kv_stride=kv_stride).double()
+    x = torch.randn(2, 24, 11, 14, dtype=torch.float64)
+    torch.testing.assert_close(m(x), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
+
+
+def test_spatial_range_is_local():
+    """A pixel far outside the range of a query cannot change that query's output."""
+    m = make("1111", spatial_range=2, kv_stride=1).double()
+    x = torch.randn(1, 24, 12, 12, dtype=torch.float64)
+    y = x.clone()
+    y[:, :, 11, 11] += 5.0
+    torch.testing.assert_close(m(x)[:, :, :5, :5], m(y)[:, :, :5, :5])
+    assert not torch.allclose(m(x)[:, :, 10, 10], m(y)[:, :, 10, 10])
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+def test_gradcheck(factors):
+    m = make(factors, heads=2, channels=4, q_stride=1, kv_stride=2, spatial_range=-1).double()
+    x = torch.randn(1, 4, 4, 5, dtype=torch.float64, requires_grad=True)
+    params = [p for p in m.parameters()]
+    assert torch.autograd.gradcheck(lambda x, *ps: torch.func.functional_call(
+        m, dict(zip([n for n, _ in m.named_parameters()], ps)), (x,)), (x, *params))
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+@pytest.mark.parametrize("shape,q_stride,kv_stride", CASES[:3])
+def test_macs_match_flop_counter(factors, shape, q_stride, kv_stride):
+    m = make(factors, q_stride=q_stride, kv_stride=kv_stride)
+    measured = count_macs(m, torch.randn(shape))
+    assert abs(m.macs(shape) - measured) <= 0.02 * measured
+
+
+def test_channels_not_divisible_by_heads_need_no_mmcv_quirk():
+    m = make("1111", heads=3, channels=21, position_embedding_dim=10)  # odd per-axis embedding (5)
+    x = torch.randn(1, 21, 6, 7)
+    torch.testing.assert_close(m.double()(x.double()), generalized_attention_2d(m, x))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(attention_type="0000"), "enables no term"),
+    (dict(attention_type="1012"), "four characters"),
+    (dict(attention_type="111"), "four characters"),
+    (dict(num_heads=5), "multiple of num_heads"),
+    (dict(kv_stride=0), "kv_stride"),
+    (dict(q_stride=1.5), "q_stride"),
+    (dict(spatial_range=-2), "spatial_range"),
+    (dict(spatial_range=1, kv_stride=4), "see no key"),
+])
+def test_bad_arguments(kwargs, match):
+    args = dict(in_channels=24, num_heads=4) | kwargs
+    with pytest.raises(ValueError, match=match):
+        GeneralizedAttention(**args)
+
+
+@pytest.mark.parametrize("shape", [(24, 5, 5), (1, 12, 5, 5), (1, 24, 5, 5, 1)])
+def test_bad_input_shape(shape):
+    with pytest.raises(ValueError, match=r"expected input \(N, 24, H, W\)"):
+        make("1111")(torch.randn(shape))
+
+
+def test_factor_parsing():
+    f = AttentionFactors.parse("0110")
+    assert (f.query_key, f.query_position, f.key, f.position) == (False, True, True, False)
+    assert str(f) == "0110" and f.needs_query and f.needs_key and f.needs_position
+    assert len(ALL_FACTORS) == 15 and len(set(ALL_FACTORS)) == 15 and "0000" not in ALL_FACTORS
+
+
+def test_zero_gamma_is_identity_at_init():
+    m = GeneralizedAttention(24, num_heads=4)
+    x = torch.randn(1, 24, 6, 6)
+    torch.testing.assert_close(m(x), x)

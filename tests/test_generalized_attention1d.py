@@ -1,0 +1,116 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbench.attention import ALL_FACTORS, GeneralizedAttention1d
+from attnbench.flops import count_macs
+from reference import generalized_attention_1d
+
+
+def make(factors, dim=16, heads=4, **kwargs):
+    m = GeneralizedAttention1d(dim, heads, factors, **kwargs)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(std=0.5)  # away from init so every term shows
+    return m
+
+
+def padding(lengths, total):
+    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+@pytest.mark.parametrize("mode", ["self", "causal", "cross", "incremental"])
+def test_matches_float64_reference(factors, mode):
+    m = make(factors, position_dim=10)
+    x = torch.randn(2, 6, 16)
+    kwargs = {}
+    if mode == "causal":
+        kwargs = dict(causal=True)
+    elif mode == "cross":
+        kwargs = dict(memory=torch.randn(2, 9, 16), key_padding_mask=padding([9, 4], 9))
+    elif mode == "incremental":  # last 2 steps of a 6-step prefix
+        kwargs = dict(memory=x, causal=True, query_offset=4)
+        x = x[:, 4:]
+    elif mode == "self":
+        kwargs = dict(key_padding_mask=padding([6, 3], 6))
+    ref = generalized_attention_1d(m, x, **kwargs)
+    torch.testing.assert_close(m(x, **kwargs).double(), ref, rtol=1e-4, atol=1e-4)
+    kwargs = {k: (v.double() if torch.is_tensor(v) and v.is_floating_point() else v) for k, v in kwargs.items()}
+    torch.testing.assert_close(m.double()(x.double(), **kwargs), ref, rtol=1e-10, atol=1e-10)
+
+
+def test_e1_alone_is_scaled_dot_product_attention():
+    m = make("1000").double()
+    x, mem = torch.randn(2, 5, 16, dtype=torch.float64), torch.randn(2, 7, 16, dtype=torch.float64)
+    heads = lambda t: t.view(2, -1, 4, 4).transpose(1, 2)  # noqa: E731
+    q, k, v = heads(m.q_proj(x)), heads(m.k_proj(mem)), heads(m.v_proj(mem))
+    expected = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(4))
+    expected = m.out_proj(expected.transpose(1, 2).reshape(2, 5, 16))
+    torch.testing.assert_close(m(x, mem), expected)
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).double()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight]))
+        mha.in_proj_bias.copy_(torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]))
+        mha.out_proj.load_state_dict(m.out_proj.state_dict())
+    torch.testing.assert_close(m(x, mem), mha(x, mem, mem, need_weights=False)[0])
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+def test_causal_mask_hides_the_future(factors):
+    m = make(factors).double()
+    x = torch.randn(2, 8, 16, dtype=torch.float64)
+    y = x.clone()
+    y[:, 5:] = torch.randn(2, 3, 16, dtype=torch.float64)
+    torch.testing.assert_close(m(x, causal=True)[:, :5], m(y, causal=True)[:, :5])
+    assert not torch.allclose(m(x, causal=True)[:, 5:], m(y, causal=True)[:, 5:])
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+def test_padding_mask_hides_padded_keys(factors):
+    m = make(factors).double()
+    x, mem = torch.randn(2, 4, 16, dtype=torch.float64), torch.randn(2, 7, 16, dtype=torch.float64)
+    mask = padding([7, 5], 7)
+    changed = mem.clone()
+    changed[1, 5:] = 100 * torch.randn(2, 16, dtype=torch.float64)
+    torch.testing.assert_close(m(x, mem, key_padding_mask=mask), m(x, changed, key_padding_mask=mask))
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+def test_gradcheck(factors):
+    m = make(factors, dim=4, heads=2).double()
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    names = [n for n, _ in m.named_parameters()]
+    fn = lambda x, *ps: torch.func.functional_call(m, dict(zip(names, ps)), (x,), {"causal": True})  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x, *m.parameters()))
+
+
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+@pytest.mark.parametrize("memory_len", [None, 11])
+def test_macs_match_flop_counter(factors, memory_len):
+    m = make(factors, dim=32, heads=4)
+    x = torch.randn(2, 9, 32)
+    mem = None if memory_len is None else torch.randn(2, memory_len, 32)
+    measured = count_macs(m, x, mem, causal=mem is None)
+    assert abs(m.macs(2, 9, memory_len) - measured) <= 0.02 * measured
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda m: m(torch.randn(2, 5)), r"query must be \(B, T, 16\)"),
+    (lambda m: m(torch.randn(2, 5, 8)), r"query must be \(B, T, 16\)"),
+    (lambda m: m(torch.randn(2, 5, 16), torch.randn(3, 4, 16)), "memory must be"),
+    (lambda m: m(torch.randn(2, 5, 16), key_padding_mask=torch.zeros(2, 4, dtype=torch.bool)), "key_padding_mask"),
+    (lambda m: m(torch.randn(2, 5, 16), key_padding_mask=torch.zeros(2, 5)), "key_padding_mask"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(make("1111"))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(attention_type="0000"), "no term"), (dict(num_heads=3), "multiple"), (dict(dropout=1.0), "dropout")])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GeneralizedAttention1d(**(dict(embed_dim=16, num_heads=4) | kwargs))
