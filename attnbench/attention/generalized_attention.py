@@ -17,9 +17,10 @@ grid (stride ``kv_stride``), ``P^x_o = W_x emb(o * position_magnitude) / sqrt(2)
 
 Computation: the relative-position terms are separable, a per-query table over key columns
 (``(q_i + v) . P^x``) plus one over key rows, and E3 is a per-key bias folded into the query
-(``(q_i + u) . k_j``), so the whole attention runs as one fused scaled-dot-product call
-(:mod:`~attnbench.attention.separable_bias_attention`) that never stores the ``HW x HW_kv`` logits.
-E3 alone is query-independent: one global context vector per head, computed once.
+(``(q_i + u) . k_j``), so the attention is
+:func:`~attnbench.attention.separable_bias_attention.separable_bias_attention` (a fused
+scaled-dot-product kernel, or query chunks with recomputation in backward) and never stores the
+``HW x HW_kv`` logits. E3 alone is query-independent: one global context vector per head.
 
 Deliberate differences from mmcv 2.x:
   * E2 without E4 (``0100, 0110, 1100, 1110``) is computed as above; mmcv permutes the query
@@ -43,7 +44,8 @@ import torch.nn.functional as F
 
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
-from .separable_bias_attention import separable_bias_attention, separable_bias_attention_macs
+from .separable_bias_attention import (
+    IMPLEMENTATIONS, separable_bias_attention, separable_bias_attention_macs)
 
 
 def _strided_size(size: int, stride: int) -> int:
@@ -65,6 +67,9 @@ class GeneralizedAttention(nn.Module):
         kv_stride: subsampling stride of the key/value grid.
         q_stride: subsampling stride of the query grid (output upsampled bilinearly).
         attention_type: factor string ``E1E2E3E4``, e.g. ``'1111'`` or ``'0010'``.
+        implementation: how logits with position terms are computed: ``'chunked'``, ``'fused'`` or
+            ``'auto'`` (fused on CUDA, chunked elsewhere); see
+            :mod:`~attnbench.attention.separable_bias_attention`. Not in mmcv's signature.
     """
 
     _abbr_ = "gen_attention_block"
@@ -79,9 +84,13 @@ class GeneralizedAttention(nn.Module):
         kv_stride: int = 2,
         q_stride: int = 1,
         attention_type: str = "1111",
+        implementation: str = "auto",
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
+        self.implementation = implementation
         if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
             raise ValueError(
                 f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
@@ -147,7 +156,7 @@ class GeneralizedAttention(nn.Module):
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape  # (N, heads * d, h, w) -> (N, heads, h * w, d)
-        return x.view(n, self.num_heads, self.qk_embed_dim, h * w).transpose(2, 3)
+        return x.view(n, self.num_heads, self.qk_embed_dim, h * w).transpose(2, 3).contiguous()
 
     def _per_head(self, vector: torch.Tensor) -> torch.Tensor:
         return vector.view(1, self.num_heads, 1, self.qk_embed_dim)
@@ -239,7 +248,8 @@ class GeneralizedAttention(nn.Module):
                 bias_x, bias_y = self._axis_biases(position_query, n, (h, w), (h_kv, w_kv), x)
             if content_query is not None:
                 content_query = content_query.expand(n, -1, h * w, -1)
-            out = separable_bias_attention(content_query, key, value, bias_x, bias_y, (h_kv, w_kv))
+            out = separable_bias_attention(content_query, key, value, bias_x, bias_y, (h_kv, w_kv),
+                                           self.implementation)
 
         out = out.transpose(2, 3).reshape(n, self.num_heads * self.qk_embed_dim, h, w)
         out = self.proj_conv(out)
@@ -250,8 +260,9 @@ class GeneralizedAttention(nn.Module):
     def macs(self, input_shape: tuple[int, int, int, int]) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.
 
-        Counts the 1x1 projections, the position-feature projections and tables, and the fused
-        attention at its folded head size; not the softmax, interpolation or residual sum.
+        Counts the 1x1 projections, the position-feature projections and tables, and the
+        attention logits and weighted sum as the module's implementation computes them on the
+        device of its parameters; not the softmax, bias additions, interpolation or residual sum.
         """
         n, c, height, width = input_shape
         h, w = _strided_size(height, self.q_stride), _strided_size(width, self.q_stride)
@@ -268,8 +279,11 @@ class GeneralizedAttention(nn.Module):
             table_batch = n if f.query_position else 1
             total += table_batch * heads * num_q * (w_kv + h_kv) * d
         key_size = (h_kv, w_kv) if f.needs_position or self.spatial_range >= 0 else None
+        implementation = self.implementation
+        if implementation == "auto":
+            implementation = "fused" if self.proj_conv.weight.is_cuda else "chunked"
         return total + separable_bias_attention_macs(
-            n, heads, out_q, num_kv, d if f.needs_key else 0, d, key_size)
+            n, heads, out_q, num_kv, d if f.needs_key else 0, d, key_size, implementation)
 
 
 def _drop_mmcv_constraint_map(state_dict, prefix, *args) -> None:

@@ -1,0 +1,89 @@
+"""Dynamic convolution on feature maps (2D), a residual block for ResNet stages.
+
+The dynamic convolution of Wu et al., "Pay Less Attention with Lightweight and Dynamic
+Convolutions", ICLR 2019, https://arxiv.org/abs/1901.10430 (Eq. 4), carried from sequences to
+``k x k`` pixel neighbourhoods; reference code consulted: fairseq
+``fairseq/modules/dynamic_convolution.py``. The block wrapping (1x1 value and output projections,
+``x + gamma * out`` with ``gamma = 0`` at init) follows the generalized attention block.
+
+For pixel ``p``, head ``m`` (channels split into ``H`` heads of ``R = C / H``) and tap ``j`` at the
+offset ``o_j = dilation * (a - k // 2, b - k // 2)``, ``a, b in [0, k)``:
+
+    A[p, m, :] = softmax_j( (W_K x_p)_{m, :} )                  (k*k taps per head, from pixel p)
+    y_p = x_p + gamma * W_out [ sum_j A[p, m, j] (W_V x)_{p + o_j} ]_{heads}   (zero outside the map)
+
+In the terms of the study (Zhu et al. 2019, https://arxiv.org/abs/1904.05873) this is "query
+content + relative position", like E2: each tap is a relative offset and its weight comes from the
+query pixel's content alone, with no key content (the value at ``p + o_j`` never enters its own
+weight) and no content-independent bias (``W_K`` has none, so there is no E4 part). Keys are
+restricted to the ``k x k`` window, so cost is linear in the number of pixels.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DynamicConv2d(nn.Module):
+    """Dynamic ``k x k`` convolution block for ``(N, C, H, W)`` feature maps.
+
+    Args:
+        in_channels: channels ``C`` of the input; divisible by ``num_heads``.
+        kernel_size: taps ``k`` per side (even sizes reach one pixel further up and left).
+        num_heads: heads ``H``; the channels of a head share its predicted kernel.
+        dilation: spacing of the taps, in pixels.
+    """
+
+    _abbr_ = "dynamic_conv_block"
+
+    def __init__(self, in_channels: int, kernel_size: int = 3, num_heads: int = 8, dilation: int = 1):
+        super().__init__()
+        if kernel_size < 1:
+            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
+        if dilation < 1:
+            raise ValueError(f"dilation must be >= 1, got {dilation}")
+        if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
+            raise ValueError(
+                f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
+        self.in_channels = in_channels
+        self.kernel_size = kernel_size
+        self.num_heads = num_heads
+        self.dilation = dilation
+        self.kernel_conv = nn.Conv2d(in_channels, num_heads * kernel_size ** 2, 1, bias=False)
+        self.value_conv = nn.Conv2d(in_channels, in_channels, 1, bias=False)
+        self.proj_conv = nn.Conv2d(in_channels, in_channels, 1, bias=True)
+        self.gamma = nn.Parameter(torch.zeros(1))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Kaiming-normal (fan_in) projections, zero bias and gamma = 0 (the block starts as identity)."""
+        for m in (self.kernel_conv, self.value_conv, self.proj_conv):
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="leaky_relu")
+        nn.init.zeros_(self.proj_conv.bias)
+        nn.init.zeros_(self.gamma)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, kernel_size={self.kernel_size}, num_heads={self.num_heads}, "
+                f"dilation={self.dilation}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        n, c, h, w = x.shape
+        k, heads = self.kernel_size, self.num_heads
+        weight = self.kernel_conv(x).view(n, heads, k * k, h * w).softmax(2)  # (N, heads, k*k, HW)
+        before = self.dilation * (k // 2)
+        after = self.dilation * (k - 1 - k // 2)
+        value = F.pad(self.value_conv(x), (before, after, before, after))
+        windows = F.unfold(value, k, dilation=self.dilation)  # (N, C * k*k, HW), channel-major
+        windows = windows.view(n, heads, c // heads, k * k, h * w)
+        out = torch.einsum("nmrjp,nmjp->nmrp", windows, weight).reshape(n, c, h, w)
+        return x + self.gamma * self.proj_conv(out)
+
+    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+        """Multiply-adds of one forward pass on ``(N, C, H, W)``: the three 1x1 convs and the taps."""
+        n, c, h, w = input_shape
+        taps = self.kernel_size ** 2
+        per_pixel = c * self.num_heads * taps + 2 * c * c + c * taps
+        return n * h * w * per_pixel
