@@ -33,6 +33,14 @@ def test_matches_float64_reference(factors, shape, q_stride, kv_stride):
     torch.testing.assert_close(m.double()(x.double()), ref, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("factors", ALL_FACTORS)
+def test_fused_implementation_matches_reference(factors):
+    """The fused path ('auto' on CUDA) on CPU, against the same reference."""
+    m = make(factors, q_stride=1, kv_stride=2, implementation="fused").double()
+    x = torch.randn(2, 24, 7, 11, dtype=torch.float64)
+    torch.testing.assert_close(m(x), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("factors", ["1111", "0110", "1000", "0010", "0001"])
 @pytest.mark.parametrize("spatial_range,q_stride,kv_stride", [(0, 1, 1), (2, 1, 2), (3, 2, 3), (5, 1, 4)])
 def test_spatial_range_matches_reference(factors, spatial_range, q_stride, kv_stride):
@@ -83,6 +91,7 @@ def test_channels_not_divisible_by_heads_need_no_mmcv_quirk():
     (dict(q_stride=1.5), "q_stride"),
     (dict(spatial_range=-2), "spatial_range"),
     (dict(spatial_range=1, kv_stride=4), "see no key"),
+    (dict(implementation="flash"), "implementation"),
 ])
 def test_bad_arguments(kwargs, match):
     args = dict(in_channels=24, num_heads=4) | kwargs

@@ -30,8 +30,8 @@ import torch.nn.functional as F
 
 # Fused kernels are fastest (on CUDA only available) for head sizes that are multiples of 8.
 _HEAD_DIM_MULTIPLE = 8
-# Logit elements per chunk of the chunked path (about 16 MB in fp32: cache-sized, few Python steps).
-_CHUNK_ELEMENTS = 1 << 22
+# Logit elements per chunk of the chunked path (8 MB in fp32; measured fastest and leanest on CPU).
+_CHUNK_ELEMENTS = 1 << 21
 
 IMPLEMENTATIONS = ("auto", "fused", "chunked")
 
@@ -92,9 +92,11 @@ class _ChunkedSeparableBiasAttention(torch.autograd.Function):
         for start in range(0, num_q, chunk):
             rows = slice(start, start + chunk)
             logits = _ChunkedSeparableBiasAttention._chunk_logits(query, key_t, bias_x, bias_y, rows, key_size)
-            lse[:, :, rows] = torch.logsumexp(logits, dim=-1, keepdim=True)
-            weights = logits.sub_(lse[:, :, rows]).exp_()
-            torch.matmul(weights, value, out=out[:, :, rows])
+            row_max = logits.amax(dim=-1, keepdim=True)
+            unnormalised = logits.sub_(row_max).exp_()
+            total = unnormalised.sum(dim=-1, keepdim=True)
+            torch.matmul(unnormalised, value, out=out[:, :, rows]).div_(total)
+            lse[:, :, rows] = row_max + total.log()
         ctx.save_for_backward(query, key, value, bias_x, bias_y, out, lse)
         ctx.key_size, ctx.chunk = key_size, chunk
         return out
@@ -168,9 +170,7 @@ def separable_bias_attention(
             raise ValueError(
                 f"bias_x (..., {bias_x.shape[-1]}) and bias_y (..., {bias_y.shape[-1]}) must end in "
                 f"the key grid's width {key_size[1]} and height {key_size[0]}")
-    if implementation == "auto":
-        implementation = "fused" if value.is_cuda or bias_x is None else "chunked"
-    if implementation == "fused":
+    if implementation == "fused" or bias_x is None or (implementation == "auto" and value.is_cuda):
         return _fused(query, key, value, bias_x, bias_y, key_size)
     n, heads, num_q = bias_x.shape[:3]
     chunk = max(1, _CHUNK_ELEMENTS // (n * heads * m))

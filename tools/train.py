@@ -1,0 +1,42 @@
+"""Train a model from an OpenMMLab config (detection, segmentation or translation).
+
+    python tools/train.py configs/detection/faster-rcnn_r50-attn0010_fpn_mini.py
+    python tools/train.py CONFIG --work-dir work_dirs/x --cfg-options train_cfg.max_epochs=2
+    python -m torch.distributed.run --nproc_per_node 8 tools/train.py CONFIG --launcher pytorch
+    srun -p PARTITION -n 8 --ntasks-per-node 8 python tools/train.py CONFIG --launcher slurm
+
+The config's own ``custom_imports`` registers attnbench (``attnbench.mm``); mmdet's and mmseg's
+``tools/train.py`` work on the same configs.
+"""
+import argparse
+import os
+
+from mmengine.config import DictAction
+from mmengine.runner import Runner
+
+from attnbench.mm.runner import load_config
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="config file path")
+    p.add_argument("--work-dir", help="where logs and checkpoints go (default: work_dirs/<config name>)")
+    p.add_argument("--resume", nargs="?", const="auto", help="resume from CHECKPOINT, or the latest one")
+    p.add_argument("--amp", action="store_true", help="automatic mixed precision (CUDA)")
+    p.add_argument("--cfg-options", nargs="+", action=DictAction, help="override config keys: key=value")
+    p.add_argument("--launcher", choices=["none", "pytorch", "slurm", "mpi"], default="none")
+    p.add_argument("--local_rank", "--local-rank", type=int, default=0)
+    args = p.parse_args()
+    os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
+    if args.amp:
+        cfg.optim_wrapper.type = "AmpOptimWrapper"
+        cfg.optim_wrapper.loss_scale = "dynamic"
+    if args.resume:
+        cfg.resume = True
+        cfg.load_from = None if args.resume == "auto" else args.resume
+    Runner.from_cfg(cfg).train()
+
+
+if __name__ == "__main__":
+    main()
