@@ -48,11 +48,11 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json')
 test_evaluator = val_evaluator
 
-max_epochs = 12
+max_epochs = 6
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=100),
-    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[9, 11], gamma=0.1),
+    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[5], gamma=0.1),
 ]
 optim_wrapper = dict(optimizer=dict(lr=0.04), clip_grad=dict(max_norm=10, norm_type=2))
 default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=max_epochs))

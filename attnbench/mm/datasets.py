@@ -1,0 +1,52 @@
+"""The mini-shapes datasets for mmdet and mmseg, generated into ``data_root`` on first use.
+
+Both read :mod:`attnbench.data.mini_shapes` through OpenMMLab's own loaders, so every transform,
+metric and sampler of mmdet/mmseg applies unchanged::
+
+    dict(type='attnbench.MiniShapesDetDataset', data_root='data/mini_shapes',
+         ann_file='annotations/instances_train.json', data_prefix=dict(img='images/train/'),
+         generate=dict(seed=0), pipeline=...)
+    dict(type='attnbench.MiniShapesSegDataset', data_root='data/mini_shapes',
+         data_prefix=dict(img_path='img_dir/train', seg_map_path='ann_dir/train'), pipeline=...)
+
+``generate`` holds ``ensure_mini_shapes``'s parameters (num_train, num_val, image_size, seed;
+its defaults when left out); every dataset on one ``data_root`` must give the same ones.
+"""
+from __future__ import annotations
+
+from mmdet.datasets import CocoDataset
+from mmseg.datasets import BaseSegDataset
+
+from attnbench.data.mini_shapes import CLASSES, ensure_mini_shapes
+
+from .registry import DATASETS
+
+#: Display colours (OpenMMLab visualisers) of ``match`` and ``other``.
+CLASS_COLOURS = [(255, 170, 0), (0, 160, 255)]
+
+
+class _GeneratedOnFirstUse:
+    """Mixin placed before an OpenMMLab dataset: generates ``data_root`` before it is read."""
+
+    def __init__(self, *args, data_root: str, generate: dict | None = None, **kwargs) -> None:
+        ensure_mini_shapes(data_root, **(generate or {}))
+        super().__init__(*args, data_root=data_root, **kwargs)
+
+
+@DATASETS.register_module()
+class MiniShapesDetDataset(_GeneratedOnFirstUse, CocoDataset):
+    """Mini shapes as COCO detection: classes ``match`` and ``other`` (category ids 1 and 2)."""
+
+    METAINFO = {"classes": CLASSES, "palette": CLASS_COLOURS}
+
+
+@DATASETS.register_module()
+class MiniShapesSegDataset(_GeneratedOnFirstUse, BaseSegDataset):
+    """Mini shapes as semantic segmentation: labels 0 ``background``, 1 ``match``, 2 ``other``."""
+
+    METAINFO = {"classes": ("background", *CLASSES), "palette": [(0, 0, 0), *CLASS_COLOURS]}
+
+    def __init__(self, img_suffix: str = ".png", seg_map_suffix: str = ".png", reduce_zero_label: bool = False,
+                 **kwargs) -> None:
+        super().__init__(img_suffix=img_suffix, seg_map_suffix=seg_map_suffix,
+                         reduce_zero_label=reduce_zero_label, **kwargs)

@@ -1,0 +1,1 @@
+"""The sweep: plan, run, record, plot (imports OpenMMLab through attnbench.mm)."""

@@ -1,0 +1,126 @@
+"""Running a plan: one worker process per run, locally (``--jobs`` at a time) or through submitit."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+
+import attnbench
+
+from .plan import Run
+from .store import ResultsStore
+
+LAUNCHERS = ("local", "slurm", "submitit-local")
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(attnbench.__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def wandb_mode() -> str:
+    """``WANDB_MODE`` if set; online when W&B credentials are configured; offline otherwise."""
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"]
+    netrc = Path.home() / ".netrc"
+    configured = os.environ.get("WANDB_API_KEY") or (netrc.exists() and "api.wandb.ai" in netrc.read_text())
+    return "online" if configured else "offline"
+
+
+class SweepRunner:
+    """Executes runs and records one result row each in the store."""
+
+    def __init__(self, store: ResultsStore, launcher: str = "local", jobs: int = 1, wandb: dict | None = None,
+                 slurm: dict | None = None):
+        if launcher not in LAUNCHERS:
+            raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
+        if jobs < 1:
+            raise ValueError(f"--jobs must be a positive integer, got {jobs}")
+        self.store, self.launcher, self.jobs = store, launcher, jobs
+        self.wandb, self.slurm = wandb, slurm or {}
+        self.commit = _git_commit()
+
+    def run_dir(self, run: Run) -> Path:
+        return self.store.root / "runs" / run.run_id
+
+    def _command(self, run: Run) -> tuple[list[str], Path]:
+        run_dir = self.run_dir(run)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec = run.to_dict() | {"work_dir": str(run_dir), "wandb": self.wandb}
+        (run_dir / "run.json").write_text(json.dumps(spec, indent=2))
+        result = run_dir / "result.json"
+        result.unlink(missing_ok=True)
+        return [sys.executable, "-m", "attnbench.sweep.worker", str(run_dir / "run.json"), str(result)], result
+
+    def _execute_local(self, run: Run, on_start) -> dict:
+        on_start(run)
+        command, result = self._command(run)
+        env = os.environ | {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // self.jobs))}
+        with open(self.run_dir(run) / "run.log", "w") as log:
+            proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return self._read_result(result, f"worker exited with code {proc.returncode}")
+
+    def _execute_submitit(self, runs: list[Run]):
+        import submitit
+
+        folder = self.store.root / "submitit"
+        if self.launcher == "slurm":
+            executor = submitit.AutoExecutor(folder=folder)
+            executor.update_parameters(
+                slurm_partition=self.slurm.get("partition"), gpus_per_node=self.slurm.get("gpus", 1),
+                tasks_per_node=1, cpus_per_task=self.slurm.get("cpus", 8),
+                timeout_min=self.slurm.get("timeout_min", 24 * 60), name="attnbench")
+        else:
+            executor = submitit.LocalExecutor(folder=folder)
+            executor.update_parameters(timeout_min=self.slurm.get("timeout_min", 24 * 60))
+        commands = {run.run_id: self._command(run) for run in runs}
+        jobs = {executor.submit(submitit.helpers.CommandFunction(commands[r.run_id][0], verbose=False)): r
+                for r in runs}
+        for job, run in jobs.items():
+            try:
+                output = job.result()
+                (self.run_dir(run) / "run.log").write_text(str(output))
+            except Exception as e:  # the worker recorded its error; a crash is recorded below
+                (self.run_dir(run) / "run.log").write_text(str(e))
+            yield run, self._read_result(commands[run.run_id][1], f"submitit job {job.job_id} failed")
+
+    @staticmethod
+    def _read_result(path: Path, fallback_error: str) -> dict:
+        if path.exists():
+            return json.loads(path.read_text())
+        return {"status": "failed", "error": fallback_error}
+
+    def _record(self, run: Run, result: dict, started: str) -> dict:
+        row = dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
+                   factors=run.factors, modules=run.modules, seed=run.seed, config=run.config,
+                   config_hash=run.config_hash, attnbench_version=attnbench.__version__,
+                   git_commit=self.commit, started_at=started, finished_at=_now()) | result
+        self.store.record(row)
+        return row
+
+    def run_all(self, runs: list[Run], on_start=lambda run: None):
+        """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
+        if self.launcher != "local":
+            started = _now()
+            for run, result in self._execute_submitit(runs):
+                yield self._record(run, result, started)
+            return
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            futures = {}
+            for run in runs:
+                futures[pool.submit(self._execute_local, run, on_start)] = (run, _now())
+            for future in as_completed(futures):
+                run, started = futures[future]
+                yield self._record(run, future.result(), started)

@@ -1,0 +1,85 @@
+"""A sweep's plan: the runs of (task, variant, seed), each with its config and identity."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from attnbench.attention.factors import ALL_FACTORS
+
+from .tasks import PRESETS, TASKS
+
+SLOTS = ("enc-self", "dec-self", "enc-dec")
+
+
+@dataclass(frozen=True)
+class Run:
+    task: str
+    preset: str
+    variant: str
+    seed: int
+    slot: str | None = None
+    config: str = ""
+    cfg_options: dict = field(default_factory=dict)
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the resolved config, overrides and seed: a changed config is a new run."""
+        from mmengine.config import Config
+
+        text = Config.fromfile(self.config).pretty_text + json.dumps(self.cfg_options, sort_keys=True)
+        return hashlib.sha1(f"{text}|seed={self.seed}".encode()).hexdigest()[:10]
+
+    @property
+    def run_id(self) -> str:
+        parts = [self.task, self.preset, self.slot, self.variant.replace("+", "-"), f"seed{self.seed}"]
+        return "_".join(p for p in parts if p) + f"_{self.config_hash}"
+
+    @property
+    def factors(self) -> str | None:
+        head = self.variant.split("+")[0]
+        return head if head in ALL_FACTORS else None
+
+    @property
+    def modules(self) -> str:
+        return "+".join(t for t in self.variant.split("+") if t not in ALL_FACTORS and t != "baseline")
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"run_id": self.run_id}
+
+
+def parse_factors(spec: str) -> list[str]:
+    """``'0110,0010'`` or ``'all'`` -> factor strings (validated)."""
+    from attnbench.attention.factors import AttentionFactors
+
+    if spec.strip() == "all":
+        return list(ALL_FACTORS)
+    return [str(AttentionFactors.parse(s.strip())) for s in spec.split(",") if s.strip()]
+
+
+def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int, preset: str,
+               slot: str | None = None, baseline: bool = True) -> list[Run]:
+    """Every (task, variant, seed) run; raises ``ValueError`` on any bad input before training."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {PRESETS}")
+    if seeds < 1:
+        raise ValueError(f"--seeds must be a positive integer, got {seeds}")
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
+    if slot is not None and slot not in SLOTS:
+        raise ValueError(f"unknown slot {slot!r}; choose from {SLOTS}")
+    if slot is not None and all(t != "nmt" for t in tasks):
+        raise ValueError(f"--slot {slot} applies to the nmt task only; tasks given: {tasks}")
+    variants = (["baseline"] if baseline else []) + factors + modules
+    if not variants:
+        raise ValueError("nothing to run: give --factors and/or --modules")
+    runs = []
+    for task_name in tasks:
+        task = TASKS[task_name]
+        for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
+            for task_slot in task.slots(slot):
+                config, cfg_options = task.config(preset, variant, task_slot)
+                runs += [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
+                         for seed in range(seeds)]
+    return runs

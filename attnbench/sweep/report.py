@@ -1,0 +1,96 @@
+"""Tables and accuracy-versus-FLOPs plots from the results store (the study's Figure 2)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+#: Published COCO bbox AP of mmdet's model zoo (Faster R-CNN R-50-FPN 1x), for full-scale plots.
+PUBLISHED_DET_AP = {"baseline": 37.4, "1111": 40.0, "0010": 39.1, "1111+deformable": 42.1,
+                    "0010+deformable": 42.0}
+
+_GROUP = ["task", "preset", "slot", "variant"]
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and count over seeds per variant, with the delta against the baseline."""
+    ok = results[results["status"] == "ok"].copy()
+    ok["slot"] = ok["slot"].fillna("")
+    summary = ok.groupby(_GROUP, dropna=False).agg(
+        metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
+        macs_model=("macs_model", "mean"), macs_modules=("macs_modules", "mean"),
+        params_model=("params_model", "mean")).reset_index()
+    summary["std"] = summary["std"].fillna(0.0)
+    baseline = summary[summary["variant"] == "baseline"].set_index(["task", "preset", "slot"])["mean"]
+    keys = list(zip(summary["task"], summary["preset"], summary["slot"]))
+    summary["delta"] = [m - baseline.get(k, float("nan")) for m, k in zip(summary["mean"], keys)]
+    return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
+
+
+def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
+    s = summarize(results)
+    table = pd.DataFrame({
+        "task": s["task"] + s["slot"].map(lambda x: f"/{x}" if x else ""), "preset": s["preset"],
+        "variant": s["variant"], "metric": s["metric"],
+        "mean ± std": [f"{m:.4f} ± {d:.4f}" for m, d in zip(s["mean"], s["std"])], "seeds": s["seeds"],
+        "delta vs baseline": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
+        "GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)})
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "markdown":
+        return table.to_markdown(index=False)
+    if fmt == "text":
+        return table.to_string(index=False)
+    raise ValueError(f"unknown format {fmt!r}; choose from text, markdown, csv")
+
+
+def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
+    """Variants no other variant beats with fewer (or equal) MACs and a higher mean."""
+    ordered = points.sort_values(["macs_model", "mean"], ascending=[True, False])
+    best, keep = float("-inf"), []
+    for idx, row in ordered.iterrows():
+        if row["mean"] > best:
+            keep.append(idx)
+            best = row["mean"]
+    return ordered.loc[keep]
+
+
+def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True) -> list[Path]:
+    """One panel per task (and NMT slot): metric vs model GMACs; PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize(results)
+    panels = list(summary.groupby(["task", "preset", "slot"], sort=True))
+    if not panels:
+        raise ValueError("no successful runs to plot")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
+    for ax, ((task, preset, slot), points) in zip(axes[0], panels):
+        x = points["macs_model"] / 1e9
+        ax.errorbar(x, points["mean"], yerr=points["std"], fmt="o", color="tab:blue", capsize=3,
+                    label="measured (mean ± std over seeds)")
+        for xi, yi, name in zip(x, points["mean"], points["variant"]):
+            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        front = pareto_front(points)
+        ax.plot(front["macs_model"] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier")
+        base = points[points["variant"] == "baseline"]
+        if len(base):
+            ax.plot(base["macs_model"] / 1e9, base["mean"], "*", ms=14, color="tab:red", label="baseline")
+        if published and task == "det" and preset == "full":
+            ref = points[points["variant"].isin(PUBLISHED_DET_AP)]
+            ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED_DET_AP[v] / 100 for v in ref["variant"]],
+                       marker="x", color="gray", label="published (mmdet model zoo), not measured")
+        ax.set_xlabel("model GMACs (multiply-adds) at the task's input size")
+        ax.set_ylabel(points["metric"].iloc[0])
+        ax.set_title(f"{task}{'/' + slot if slot else ''} ({preset})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out_stem = Path(out_stem)
+    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths

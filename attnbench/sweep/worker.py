@@ -1,0 +1,87 @@
+"""Train, evaluate and count one run; called in its own process by the sweep.
+
+    python -m attnbench.sweep.worker RUN_JSON RESULT_JSON
+
+Writes the result row (status ``ok`` or ``failed`` with the error) to RESULT_JSON. A fresh process
+per run keeps runs independent (mmengine's W&B backend mutates the config it is given) and makes
+the peak resident memory a per-run number.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+
+
+def _peak_memory_mb() -> float:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _wandb_backend(run: dict) -> dict:
+    wandb = run["wandb"]
+    return dict(type="WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
+        project=wandb["project"], group=wandb["group"], name=run["run_id"], job_type=run["task"],
+        mode=wandb["mode"], config={k: run[k] for k in ("task", "preset", "slot", "variant", "seed")},
+        tags=[run["task"], run["preset"], run["variant"]]))
+
+
+def execute(run: dict) -> dict:
+    """Run one training + evaluation; return the measured part of its result row."""
+    from mmengine.runner import Runner
+
+    from attnbench.mm.runner import load_config
+
+    from .tasks import TASKS
+
+    task = TASKS[run["task"]]
+    cfg = load_config(run["config"], run["work_dir"], run["cfg_options"])
+    cfg.randomness = dict(seed=run["seed"])
+    cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
+    if run.get("wandb"):
+        cfg.visualizer.vis_backends = [*cfg.visualizer.get("vis_backends", []), _wandb_backend(run)]
+    runner = Runner.from_cfg(cfg)
+    start = time.perf_counter()
+    runner.train()
+    train_seconds = time.perf_counter() - start
+    metrics = runner.test()
+    if task.metric not in metrics:
+        raise KeyError(f"evaluation returned {sorted(metrics)}, not {task.metric!r}")
+    value = float(metrics[task.metric])
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
+    model = runner.model.module if hasattr(runner.model, "module") else runner.model
+    counts = task.count(model.cpu(), run["preset"])
+    row = dict(metric=task.metric, value=value, train_seconds=round(train_seconds, 1),
+               peak_memory_mb=round(_peak_memory_mb(), 1), **counts)
+    if run.get("wandb"):
+        experiment = runner.visualizer.get_backend("WandbVisBackend").experiment
+        experiment.summary.update({k: v for k, v in row.items() if k != "metric"} | {task.metric: value})
+        runner.visualizer.close()
+    return row
+
+
+def main() -> None:
+    run_path, result_path = sys.argv[1:3]
+    with open(run_path) as f:
+        run = json.load(f)
+    try:
+        row = execute(run) | {"status": "ok"}
+        code = 0
+    except Exception as e:  # recorded in the results store; the sweep goes on
+        traceback.print_exc()
+        row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
+    with open(result_path, "w") as f:
+        json.dump(row, f)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from pycocotools import mask as mask_utils
+from pycocotools.coco import COCO
+
+from attnbench.data.mini_shapes import (
+    CLASSES, MARKER, PALETTE, SHAPES, SPLITS, ensure_mini_shapes, key_mask, key_width, make_mini_shapes,
+    shape_mask)
+
+GENERATE = dict(num_train=48, num_val=12, image_size=128, seed=0)
+SMALL = dict(num_train=3, num_val=2, image_size=64)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return ensure_mini_shapes(tmp_path_factory.mktemp("mini") / "shapes", **GENERATE)
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink() and "img_dir" not in p.parts}
+
+
+def coco(root: Path, split: str) -> COCO:
+    return COCO(str(root / "annotations" / f"instances_{split}.json"))
+
+
+def nearest_colour(rgb: np.ndarray) -> str:
+    return min(PALETTE, key=lambda c: np.linalg.norm(rgb - np.asarray(PALETTE[c])))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("size", [3, 12, 13, 56])
+def test_shape_fills_exactly_its_square(shape, size):
+    mask = shape_mask(shape, 5, 7, size, 64)
+    ys, xs = np.nonzero(mask)
+    assert (xs.min(), xs.max() + 1, ys.min(), ys.max() + 1) == (5, 5 + size, 7, 7 + size)
+    centre_filled = mask[7 + size // 2, 5 + size // 2]
+    assert centre_filled == (shape == "disc" or size < 5)  # thickness max(2, size / 5) closes the smallest ones
+
+
+def test_same_seed_same_files_and_other_seed_other_images(tmp_path):
+    make_mini_shapes(tmp_path / "a", seed=0, **SMALL)
+    make_mini_shapes(tmp_path / "b", seed=0, **SMALL)
+    make_mini_shapes(tmp_path / "c", seed=1, **SMALL)
+    a, b, c = (files(tmp_path / n) for n in "abc")
+    assert a == b
+    images = [k for k in a if k.startswith("images/")]
+    assert len(images) == 5 and all(a[k] != c[k] for k in images)
+
+
+def test_more_images_leave_the_first_ones_unchanged(tmp_path):
+    make_mini_shapes(tmp_path / "few", **SMALL)
+    make_mini_shapes(tmp_path / "more", **{**SMALL, "num_train": 5})
+    few, more = files(tmp_path / "few"), files(tmp_path / "more")
+    for name in ("images/train/000002.png", "ann_dir/train/000002.png", "images/val/000001.png"):
+        assert few[name] == more[name]
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_coco_annotations_are_valid_and_agree_with_label_maps(root, split):
+    data = coco(root, split)
+    assert [c["name"] for c in data.loadCats(data.getCatIds())] == list(CLASSES)
+    assert len(data.getImgIds()) == GENERATE[f"num_{split}"]
+    for image_id in data.getImgIds():
+        info = data.loadImgs(image_id)[0]
+        labels = np.asarray(Image.open(root / "ann_dir" / split / info["file_name"]))
+        size = GENERATE["image_size"]
+        assert Image.open(root / "images" / split / info["file_name"]).size == (info["width"], info["height"])
+        assert labels.shape == (info["height"], info["width"]) == (size, size)
+        anns = data.loadAnns(data.getAnnIds(imgIds=image_id))
+        assert 1 <= len(anns) <= 4
+        painted = np.zeros_like(labels)
+        for ann in anns:
+            x, y, w, h = ann["bbox"]
+            assert 0 <= x and 0 <= y and x + w <= size and y + h <= size and ann["iscrowd"] == 0
+            mask = data.annToMask(ann).astype(bool)
+            ys, xs = np.nonzero(mask)
+            assert [xs.min(), ys.min(), xs.max() + 1 - xs.min(), ys.max() + 1 - ys.min()] == ann["bbox"]
+            assert mask.sum() == ann["area"] and np.all(labels[mask] == ann["category_id"])
+            assert not painted[mask].any(), "instance masks overlap"
+            painted[mask] = ann["category_id"]
+        np.testing.assert_array_equal(painted, labels)  # no labelled pixel without an object
+
+
+def test_mask_rle_matches_pycocotools(root):
+    data = coco(root, "val")
+    for ann in data.loadAnns(data.getAnnIds()):
+        rle = ann["segmentation"]
+        decoded = mask_utils.decode(mask_utils.frPyObjects(rle, *rle["size"]))
+        np.testing.assert_array_equal(decoded, data.annToMask(ann))
+        assert mask_utils.area(mask_utils.frPyObjects(rle, *rle["size"])) == ann["area"]
+
+
+def test_class_is_decided_by_the_key_not_by_the_object(root):
+    data = coco(root, "train")
+    seen = set()
+    size = GENERATE["image_size"]
+    for info in data.loadImgs(data.getImgIds()):
+        image = np.asarray(Image.open(root / "images" / "train" / info["file_name"]), dtype=float)
+        labels = np.asarray(Image.open(root / "ann_dir" / "train" / info["file_name"]))
+        key = key_mask(info["key_side"], size)
+        assert nearest_colour(image[key].mean(0)) == info["key_colour"]
+        margin = 2 * key_width(size)
+        assert not labels[:margin].any() and not labels[-margin:].any()
+        assert not labels[:, :margin].any() and not labels[:, -margin:].any()
+        for ann in data.loadAnns(data.getAnnIds(imgIds=info["id"])):
+            assert nearest_colour(image[data.annToMask(ann).astype(bool)].mean(0)) == ann["colour"]
+            matches = ann["colour"] == info["key_colour"]
+            assert CLASSES[ann["category_id"] - 1] == ("match" if matches else "other")
+            seen.add((ann["shape"], ann["colour"], ann["category_id"]))
+    # every shape in every colour occurs as both classes: its own pixels cannot tell the class
+    assert seen == set(product(SHAPES, PALETTE, (1, 2)))
+
+
+def test_ensure_is_idempotent_and_refuses_other_parameters(tmp_path):
+    root = tmp_path / "shapes"
+    assert ensure_mini_shapes(root, **SMALL) == root
+    stamps = {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+    ensure_mini_shapes(root, **SMALL)
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()} == stamps
+    assert json.loads((root / MARKER).read_text())["num_train"] == SMALL["num_train"]
+    with pytest.raises(ValueError, match="delete that folder"):
+        ensure_mini_shapes(root, **{**SMALL, "seed": 1})
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not mini shapes")
+    with pytest.raises(FileExistsError, match="no mini_shapes.json"):
+        ensure_mini_shapes(tmp_path / "other", **SMALL)
+
+
+def test_ensure_from_concurrent_processes_generates_once(tmp_path):
+    root = tmp_path / "shapes"
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = [pool.submit(ensure_mini_shapes, root, **SMALL) for _ in range(3)]
+        assert [f.result() for f in done] == [root] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes", "shapes.lock"]  # no temporary folder left
+    make_mini_shapes(tmp_path / "reference", **SMALL)
+    assert files(root) == files(tmp_path / "reference")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(num_train=0), "num_train must be an integer >= 1, got 0"),
+    (dict(num_val=2.5), "num_val must be an integer >= 1, got 2.5"),
+    (dict(image_size=31), "image_size must be an integer >= 32, got 31"),
+    (dict(seed=-1), "seed must be an integer >= 0, got -1"),
+])
+def test_bad_arguments_are_refused(tmp_path, bad, message):
+    with pytest.raises(ValueError, match=message):
+        make_mini_shapes(tmp_path / "x", **{**SMALL, **bad})
+    with pytest.raises(ValueError, match=message):
+        ensure_mini_shapes(tmp_path / "y", **{**SMALL, **bad})
+
+
+def test_make_refuses_a_non_empty_folder(tmp_path):
+    (tmp_path / "keep.txt").write_text("")
+    with pytest.raises(FileExistsError, match="not empty"):
+        make_mini_shapes(tmp_path, **SMALL)
+
+
+# ---- read by mmdet and mmseg --------------------------------------------------------------------
+
+def det_dataset(root: Path, split: str = "val"):
+    import attnbench.mm  # noqa: F401  (registers the datasets)
+    from mmdet.registry import DATASETS
+
+    return DATASETS.build(dict(
+        type="attnbench.MiniShapesDetDataset", data_root=str(root), generate=GENERATE,
+        ann_file=f"annotations/instances_{split}.json", data_prefix=dict(img=f"images/{split}/"),
+        pipeline=[dict(type="LoadImageFromFile"), dict(type="mmdet.LoadAnnotations", with_bbox=True),
+                  dict(type="mmdet.Resize", scale=(256, 256), keep_ratio=True), dict(type="mmdet.PackDetInputs")]))
+
+
+def seg_dataset(root: Path, split: str = "val"):
+    import attnbench.mm  # noqa: F401
+    from mmseg.registry import DATASETS
+
+    return DATASETS.build(dict(
+        type="attnbench.MiniShapesSegDataset", data_root=str(root), generate=GENERATE,
+        data_prefix=dict(img_path=f"img_dir/{split}", seg_map_path=f"ann_dir/{split}"),
+        pipeline=[dict(type="LoadImageFromFile"), dict(type="mmseg.LoadAnnotations"),
+                  dict(type="mmseg.PackSegInputs")]))
+
+
+def test_mmdet_pipeline_loads_boxes_in_resized_coordinates(root):
+    ds = det_dataset(root)
+    assert len(ds) == GENERATE["num_val"] and ds.metainfo["classes"] == CLASSES
+    sample = ds[0]
+    info = ds.get_data_info(0)
+    assert sample["inputs"].shape == (3, 256, 256)
+    gt = sample["data_samples"].gt_instances
+    torch.testing.assert_close(gt.bboxes.tensor, 2 * torch.tensor([i["bbox"] for i in info["instances"]]).float())
+    assert gt.labels.tolist() == [i["bbox_label"] for i in info["instances"]]
+
+
+def test_mmseg_pipeline_loads_label_maps(root):
+    ds = seg_dataset(root)
+    assert len(ds) == GENERATE["num_val"] and ds.metainfo["classes"] == ("background", *CLASSES)
+    sample = ds[0]
+    labels = np.asarray(Image.open(root / "ann_dir" / "val" / "000000.png"))
+    assert sample["inputs"].shape == (3, 128, 128)
+    np.testing.assert_array_equal(sample["data_samples"].gt_sem_seg.data[0].numpy(), labels)
+
+
+def test_coco_metric_is_perfect_on_ground_truth_and_zero_with_swapped_classes(root):
+    from mmdet.evaluation import CocoMetric
+
+    ds = det_dataset(root)
+
+    def bbox_map(swap: bool) -> float:
+        metric = CocoMetric(ann_file=str(root / "annotations" / "instances_val.json"), metric="bbox")
+        metric.dataset_meta = ds.metainfo
+        for i in range(len(ds)):
+            info = ds.get_data_info(i)
+            labels = torch.tensor([inst["bbox_label"] for inst in info["instances"]])
+            metric.process({}, [dict(img_id=info["img_id"], ori_shape=(info["height"], info["width"]),
+                                     pred_instances=dict(
+                                         bboxes=torch.tensor([inst["bbox"] for inst in info["instances"]]).float(),
+                                         scores=torch.ones(len(labels)), labels=1 - labels if swap else labels))])
+        return metric.evaluate(len(ds))["coco/bbox_mAP"]
+
+    assert bbox_map(swap=False) == 1.0
+    assert bbox_map(swap=True) == 0.0
+
+
+def test_iou_metric_is_perfect_on_ground_truth(root):
+    from mmseg.evaluation import IoUMetric
+
+    ds = seg_dataset(root)
+    metric = IoUMetric(iou_metrics=["mIoU"])
+    metric.dataset_meta = ds.metainfo
+    for i in range(len(ds)):
+        gt = ds[i]["data_samples"].gt_sem_seg.data
+        metric.process({}, [dict(pred_sem_seg=dict(data=gt), gt_sem_seg=dict(data=gt))])
+    assert metric.evaluate(len(ds))["mIoU"] == 100.0

@@ -1,0 +1,137 @@
+"""The sweep: results store, plan validation, failure recording, resume, W&B offline, plots."""
+import json
+import subprocess
+import sys
+from multiprocessing import Pool
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from attnbench.config_files import vision_config_path
+from attnbench.sweep.launch import SweepRunner
+from attnbench.sweep.plan import Run, build_plan
+from attnbench.sweep.report import comparison_table, pareto_front, plot_tradeoffs, summarize
+from attnbench.sweep.store import ResultsStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _record(args):
+    root, i = args
+    ResultsStore(root).record({"run_id": f"r{i}", "task": "det", "status": "ok", "value": i})
+
+
+def test_store_replaces_rows_and_loses_nothing_under_concurrency(tmp_path):
+    with Pool(4) as pool:
+        pool.map(_record, [(tmp_path, i) for i in range(24)])
+    store = ResultsStore(tmp_path)
+    assert sorted(store.read()["run_id"]) == sorted(f"r{i}" for i in range(24))
+    store.record({"run_id": "r3", "task": "det", "status": "failed", "error": "boom"})
+    df = store.read()
+    assert len(df) == 24 and df.loc[df["run_id"] == "r3", "status"].item() == "failed"
+    assert "r3" not in store.completed() and "r4" in store.completed()
+    assert not list(tmp_path.glob(".results-*"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--factors", "0120"], "four characters"),
+    (["--factors", "0000"], "enables no term"),
+    (["--factors", "0110", "--modules", "teleport"], "unknown token 'teleport'"),
+    (["--factors", "0110", "--tasks", "det,cls"], "unknown task"),
+    (["--factors", "0110", "--slot", "enc-dec"], "applies to the nmt task only"),
+    (["--factors", "0110", "--seeds", "0"], "--seeds must be a positive integer"),
+    (["--factors", "0110", "--results", "/proc/attnbench"], "not writable"),
+    (["--factors", "0110", "--launcher", "kubernetes"], "unknown launcher"),
+])
+def test_bad_input_fails_with_one_line_before_training(argv, message):
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/sweep.py"), *argv, "--no-wandb"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("sweep.py: error")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+
+
+def tiny_run(tmp_path, variant, seed=0, **extra):
+    """A det mini run on 16 generated images for 2 iterations."""
+    data_root = str(tmp_path / "data") + "/"
+    generate = dict(num_train=16, num_val=4)
+    dataset = dict(data_root=data_root, generate=generate)
+    options = {
+        "train_dataloader.dataset": dataset, "val_dataloader.dataset": dataset,
+        "test_dataloader.dataset": dataset, "train_dataloader.batch_size": 8,
+        "val_evaluator.ann_file": data_root + "annotations/instances_val.json",
+        "test_evaluator.ann_file": data_root + "annotations/instances_val.json",
+        "train_cfg.max_epochs": 1, "train_cfg.val_interval": 1, "param_scheduler": [],
+    } | extra
+    return Run("det", "mini", variant, seed, None, str(vision_config_path("det", "mini", variant)), options)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Three runs: a baseline, an attention variant logging to W&B offline, and a diverging one."""
+    tmp_path = tmp_path_factory.mktemp("sweep")
+    store = ResultsStore(tmp_path / "results")
+    store.check_writable()
+    runs = [tiny_run(tmp_path, "baseline"), tiny_run(tmp_path, "0010"),
+            tiny_run(tmp_path, "1111", **{"optim_wrapper.optimizer.lr": 1e12, "optim_wrapper.clip_grad": None})]
+    runner = SweepRunner(store, wandb=dict(project="attnbench-test", group="test", mode="offline"))
+    rows = {row["variant"]: row for row in runner.run_all(runs)}
+    return store, runner, runs, rows
+
+
+def test_runs_are_recorded_with_measurements(sweep):
+    store, _, _, rows = sweep
+    ok = rows["0010"]
+    assert ok["status"] == "ok", ok.get("error")
+    assert ok["metric"] == "coco/bbox_mAP" and 0.0 <= ok["value"] <= 1.0
+    assert ok["macs_modules"] > 0 and abs(ok["macs_modules"] - ok["macs_modules_analytic"]) <= 0.02 * ok["macs_modules"]
+    assert ok["macs_model"] > ok["macs_modules"] and ok["params_model"] > ok["params_modules"] > 0
+    assert rows["baseline"]["status"] == "ok" and rows["baseline"]["macs_modules"] == 0
+    df = store.read()
+    assert set(df["variant"]) == {"baseline", "0010", "1111"}
+    assert df["git_commit"].notna().all() and df["config_hash"].notna().all()
+
+
+def test_diverging_run_is_recorded_as_failed_and_the_sweep_goes_on(sweep):
+    _, _, _, rows = sweep
+    assert rows["1111"]["status"] == "failed"
+    assert "diverged" in rows["1111"]["error"] or "nan" in rows["1111"]["error"].lower()
+
+
+def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
+    store, runner, runs, _ = sweep
+    done = store.completed()
+    todo = [r for r in runs if r.run_id not in done]
+    assert [r.variant for r in todo] == ["1111"]
+
+
+def test_wandb_offline_run_has_config_and_summary(sweep):
+    store, runner, runs, _ = sweep
+    run_dir = runner.run_dir(runs[1])
+    (offline,) = run_dir.glob("**/offline-run-*")
+    summary = json.loads((offline / "files" / "wandb-summary.json").read_text())
+    assert summary["macs_modules"] > 0 and "coco/bbox_mAP" in summary
+    config = (offline / "files" / "config.yaml").read_text()
+    assert "variant" in config and "'0010'" in config or "0010" in config
+
+
+def test_report_table_and_plot(sweep, tmp_path):
+    store, _, _, _ = sweep
+    summary = summarize(store.read())
+    assert set(summary["variant"]) == {"baseline", "0010"}  # failed runs are left out
+    assert "delta vs baseline" in comparison_table(store.read(), "markdown")
+    paths = plot_tradeoffs(store.read(), tmp_path / "plot")
+    assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+
+
+def test_pareto_front():
+    points = pd.DataFrame({"variant": list("abcd"), "macs_model": [1, 2, 3, 4], "mean": [0.5, 0.4, 0.7, 0.6]})
+    assert list(pareto_front(points)["variant"]) == ["a", "c"]
+
+
+def test_plan_identity_and_resume_keys():
+    runs = build_plan(["det", "seg"], ["0110"], ["0010+deformable"], 2, "mini")
+    assert len(runs) == 2 * 3 * 2 and len({r.run_id for r in runs}) == len(runs)
+    assert {r.variant for r in runs} == {"baseline", "0110", "0010+deformable"}
+    assert runs[0].run_id == build_plan(["det"], ["0110"], [], 2, "mini")[0].run_id

@@ -1,0 +1,101 @@
+"""Train, evaluate and FLOP-count attention variants; record them and plot accuracy vs FLOPs.
+
+Examples:
+    python tools/sweep.py --factors 0110                  # 0110 vs the baseline on det and seg (mini)
+    python tools/sweep.py --factors 0110,0010,1111 --seeds 3
+    python tools/sweep.py --factors all --modules deformable,dynamic,area,0010+deformable
+    python tools/sweep.py --tasks nmt --slot enc-dec --factors 1111,1000,0111,0010
+    python tools/sweep.py --factors all --dry-run         # the plan, configs and FLOPs; no training
+    python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111
+
+Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
+row of RESULTS/results.csv; a rerun skips runs already done (--force redoes them), so a killed
+sweep resumes where it stopped. Runs log to Weights & Biases, offline unless W&B is configured
+(WANDB_MODE, WANDB_API_KEY or `wandb login`); sync offline runs later with `wandb sync`.
+The sweep ends with RESULTS/tradeoff.png (tools/plot.py) and a table (tools/compare.py).
+"""
+import argparse
+import sys
+import time
+
+from tqdm import tqdm
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--factors", default="", help="comma-separated factor strings E1E2E3E4, or 'all' (15)")
+    p.add_argument("--modules", default="", help="other mechanisms: deformable, deformable_v2, dynamic, area, "
+                   "combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable")
+    p.add_argument("--tasks", default="det,seg", help="comma-separated: det, seg, nmt (default: det,seg)")
+    p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
+    p.add_argument("--preset", default="mini", help="mini (CPU-sized) or full (paper-scale configs)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per variant (0 .. N-1)")
+    p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
+    p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")
+    p.add_argument("--force", action="store_true", help="redo runs already recorded as done")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, configs and FLOPs; train nothing")
+    p.add_argument("--launcher", default="local", help="local, slurm, or submitit-local (testing)")
+    p.add_argument("--jobs", type=int, default=1, help="parallel local runs")
+    p.add_argument("--partition", help="slurm partition")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm run")
+    p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per slurm run")
+    p.add_argument("--wandb-project", default="attnbench")
+    p.add_argument("--wandb-group", help="W&B group (default: the results directory name)")
+    p.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
+    p.add_argument("--no-plot", action="store_true", help="skip the trade-off plot at the end")
+    return p.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    from attnbench.sweep.launch import SweepRunner, wandb_mode
+    from attnbench.sweep.plan import build_plan, parse_factors
+    from attnbench.sweep.store import ResultsStore
+
+    try:
+        factors = parse_factors(args.factors) if args.factors else []
+        modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+        tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        runs = build_plan(tasks, factors, modules, args.seeds, args.preset, args.slot, not args.no_baseline)
+        store = ResultsStore(args.results)
+        store.check_writable()
+        wandb = None if args.no_wandb else dict(
+            project=args.wandb_project, group=args.wandb_group or store.root.name, mode=wandb_mode())
+        runner = SweepRunner(store, args.launcher, args.jobs, wandb,
+                             dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min))
+    except ValueError as e:
+        print(f"sweep.py: error: {e}", file=sys.stderr)
+        return 2
+
+    if args.dry_run:
+        from attnbench.sweep.dry_run import print_plan
+
+        print_plan(runs)
+        return 0
+    done = set() if args.force else store.completed()
+    todo = [r for r in runs if r.run_id not in done]
+    print(f"{len(runs)} runs planned, {len(runs) - len(todo)} already done, {len(todo)} to run "
+          f"-> {store.path}" + (f" (W&B {wandb['mode']}, group {wandb['group']})" if wandb else ""))
+    failed = 0
+    start = time.time()
+    with tqdm(total=len(todo), unit="run", dynamic_ncols=True) as bar:
+        def on_start(run):
+            bar.set_postfix_str(f"{run.task}/{run.slot + '/' if run.slot else ''}{run.variant}/seed{run.seed}")
+
+        for row in runner.run_all(todo, on_start):
+            failed += row["status"] != "ok"
+            outcome = f"{row['metric']}={row['value']:.4g}" if row["status"] == "ok" else f"FAILED {row['error']}"
+            bar.write(f"{row['task']}/{row['variant']}/seed{row['seed']}: {outcome}")
+            bar.update()
+    print(f"sweep finished in {time.time() - start:.0f} s: {len(todo) - failed} ok, {failed} failed")
+    if not args.no_plot and len(store.read()):
+        from attnbench.sweep.report import comparison_table, plot_tradeoffs
+
+        print(comparison_table(store.read(), fmt="markdown"))
+        for path in plot_tradeoffs(store.read(), store.root / "tradeoff"):
+            print(f"plot: {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
