@@ -13,6 +13,7 @@ from attnbench.sweep.launch import SweepRunner
 from attnbench.sweep.plan import Run, build_plan
 from attnbench.sweep.report import comparison_table, pareto_front, plot_tradeoffs, summarize
 from attnbench.sweep.store import ResultsStore
+from wandb_log import config_and_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,12 +109,14 @@ def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
 
 def test_wandb_offline_run_has_config_and_summary(sweep):
     store, runner, runs, _ = sweep
-    run_dir = runner.run_dir(runs[1])
-    (offline,) = run_dir.glob("**/offline-run-*")
-    summary = json.loads((offline / "files" / "wandb-summary.json").read_text())
-    assert summary["macs_modules"] > 0 and "coco/bbox_mAP" in summary
-    config = (offline / "files" / "config.yaml").read_text()
-    assert "variant" in config and "'0010'" in config or "0010" in config
+    (run_file,) = runner.run_dir(runs[1]).glob("**/offline-run-*/run-*.wandb")
+    config, summary = config_and_summary(run_file)
+    identity = json.loads(config["attnbench_run"])
+    assert identity["variant"] == "0010" and identity["task"] == "det" and identity["run_id"] == runs[1].run_id
+    assert "attnbench.GeneralizedAttention" in config["model"]  # the full training config
+    assert int(summary["macs_modules"]) > 0 and int(summary["macs_model"]) > int(summary["macs_modules"])
+    row = store.read().set_index("run_id").loc[runs[1].run_id]
+    assert float(summary["coco/bbox_mAP"]) == pytest.approx(row["value"])
 
 
 def test_report_table_and_plot(sweep, tmp_path):

@@ -8,7 +8,7 @@ import os
 from mmengine.config import DictAction
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import load_config
+from attnbench.mm.runner import load_config, resumable_checkpoints
 
 
 def main() -> None:
@@ -23,7 +23,9 @@ def main() -> None:
     os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
     cfg.load_from = args.checkpoint
-    print(Runner.from_cfg(cfg).test())
+    runner = Runner.from_cfg(cfg)
+    with resumable_checkpoints():
+        print(runner.test())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import os
 from mmengine.config import DictAction
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import load_config
+from attnbench.mm.runner import load_config, resumable_checkpoints
 
 
 def main() -> None:
@@ -35,7 +35,9 @@ def main() -> None:
     if args.resume:
         cfg.resume = True
         cfg.load_from = None if args.resume == "auto" else args.resume
-    Runner.from_cfg(cfg).train()
+    runner = Runner.from_cfg(cfg)
+    with resumable_checkpoints():
+        runner.train()
 
 
 if __name__ == "__main__":

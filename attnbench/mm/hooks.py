@@ -14,3 +14,24 @@ class StopOnInvalidLossHook(Hook):
         loss = (outputs or {}).get("loss")
         if loss is not None and not math.isfinite(float(loss)):
             raise FloatingPointError(f"loss is {float(loss)} at iteration {runner.iter + 1}: the run diverged")
+
+
+@HOOKS.register_module()
+class RunSummaryHook(Hook):
+    """Keep the last validation metrics; write them and ``extra`` values (FLOPs, parameters) to the
+    W&B run summary before the visualizer closes at the end of training."""
+
+    priority = "HIGH"  # after_run before LoggerHook's, which closes the W&B run
+
+    def __init__(self, extra: dict | None = None):
+        self.extra = dict(extra or {})
+        self.metrics: dict = {}
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        self.metrics = dict(metrics or {})
+
+    def after_run(self, runner) -> None:
+        backend = runner.visualizer.get_backend("WandbVisBackend")
+        run = getattr(backend.experiment, "run", None) if backend is not None else None
+        if run is not None:
+            run.summary.update(self.extra | self.metrics)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os.path as osp
+from contextlib import contextmanager
 
+import torch
 from mmengine.config import Config
 
 
@@ -19,3 +21,27 @@ def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None
     cfg.work_dir = work_dir or cfg.get("work_dir") or osp.join(
         "work_dirs", osp.splitext(osp.basename(path))[0])
     return cfg
+
+
+def checkpoint_safe_globals() -> list:
+    """What mmengine 0.10.7 pickles into its checkpoints besides tensors.
+
+    mmengine calls ``torch.load`` without ``weights_only``; since torch 2.6 that means
+    ``weights_only=True``, which refuses the message hub's ``HistoryBuffer`` (numpy arrays and
+    scalars inside), so resuming a run fails. These are the globals its checkpoints contain
+    (found with ``torch.serialization.get_unsafe_globals_in_checkpoint``); ``getattr`` is how
+    numpy's scalar types are pickled.
+    """
+    import numpy as np
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    numpy_dtypes = [type(np.dtype(t)) for t in (np.float64, np.float32, np.float16, np.int64, np.int32, np.bool_)]
+    return [HistoryBuffer, np.ndarray, np.dtype, np._core.multiarray.scalar, np._core.multiarray._reconstruct,
+            getattr, *numpy_dtypes]
+
+
+@contextmanager
+def resumable_checkpoints():
+    """Within this block torch.load (weights_only) accepts mmengine's own checkpoints."""
+    with torch.serialization.safe_globals(checkpoint_safe_globals()):
+        yield

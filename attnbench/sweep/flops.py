@@ -41,10 +41,13 @@ def count_model(model: torch.nn.Module, forward, analytic_macs) -> dict:
         lambda m, args, kwargs: analytic.append(analytic_macs(m, args, kwargs)), with_kwargs=True)
         for m in modules.values()]
     counter = FlopCounterMode(display=False, custom_mapping=dict(EXTRA_FLOP_FORMULAS))
+    was_training = model.training
+    model.eval()
     try:
         with counter, torch.no_grad():
             forward()
     finally:
+        model.train(was_training)
         for h in hooks:
             h.remove()
     per_module = {name.split(".", 1)[1] if "." in name else "": sum(ops.values())

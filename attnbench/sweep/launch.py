@@ -112,6 +112,8 @@ class SweepRunner:
 
     def run_all(self, runs: list[Run], on_start=lambda run: None):
         """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
+        for run in runs:  # resolve configs here: mmengine's config loading is not thread-safe
+            run.run_id
         if self.launcher != "local":
             started = _now()
             for run, result in self._execute_submitit(runs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 from attnbench.attention.factors import ALL_FACTORS
 
@@ -22,7 +23,7 @@ class Run:
     config: str = ""
     cfg_options: dict = field(default_factory=dict)
 
-    @property
+    @cached_property
     def config_hash(self) -> str:
         """Hash of the resolved config, overrides and seed: a changed config is a new run."""
         from mmengine.config import Config
@@ -30,7 +31,7 @@ class Run:
         text = Config.fromfile(self.config).pretty_text + json.dumps(self.cfg_options, sort_keys=True)
         return hashlib.sha1(f"{text}|seed={self.seed}".encode()).hexdigest()[:10]
 
-    @property
+    @cached_property
     def run_id(self) -> str:
         parts = [self.task, self.preset, self.slot, self.variant.replace("+", "-"), f"seed{self.seed}"]
         return "_".join(p for p in parts if p) + f"_{self.config_hash}"

@@ -34,7 +34,7 @@ class VisionTask:
         from .flops import count_model
 
         height, width = self.input_sizes[preset]
-        inputs = torch.randn(1, 3, height, width)
+        inputs = torch.randn(1, 3, height, width, device=next(model.parameters()).device)
         if self.name == "det":
             from mmdet.structures import DetDataSample
 
@@ -44,7 +44,7 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
-        row = count_model(model.eval(), forward, lambda m, args, kwargs: m.macs(tuple(args[0].shape)))
+        row = count_model(model, forward, lambda m, args, kwargs: m.macs(tuple(args[0].shape)))
         return row | {"input_size": f"{height}x{width}"}
 
 

@@ -29,42 +29,43 @@ def _wandb_backend(run: dict) -> dict:
     wandb = run["wandb"]
     return dict(type="WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
         project=wandb["project"], group=wandb["group"], name=run["run_id"], job_type=run["task"],
-        mode=wandb["mode"], config={k: run[k] for k in ("task", "preset", "slot", "variant", "seed")},
-        tags=[run["task"], run["preset"], run["variant"]]))
+        mode=wandb["mode"], tags=[run["task"], run["preset"], run["variant"]]))
 
 
 def execute(run: dict) -> dict:
     """Run one training + evaluation; return the measured part of its result row."""
     from mmengine.runner import Runner
 
-    from attnbench.mm.runner import load_config
+    from attnbench.mm.hooks import RunSummaryHook
+    from attnbench.mm.runner import load_config, resumable_checkpoints
 
     from .tasks import TASKS
 
     task = TASKS[run["task"]]
     cfg = load_config(run["config"], run["work_dir"], run["cfg_options"])
     cfg.randomness = dict(seed=run["seed"])
+    # the run's identity travels in the config: in the dumped config and W&B's config table
+    cfg.attnbench_run = {k: run[k] for k in ("run_id", "task", "preset", "slot", "variant", "seed")}
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
+    cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
     if run.get("wandb"):
         cfg.visualizer.vis_backends = [*cfg.visualizer.get("vis_backends", []), _wandb_backend(run)]
     runner = Runner.from_cfg(cfg)
+    model = runner.model.module if hasattr(runner.model, "module") else runner.model
+    counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
+    recorder = RunSummaryHook(extra=counts)
+    runner.register_hook(recorder, priority=recorder.priority)
     start = time.perf_counter()
-    runner.train()
+    with resumable_checkpoints():
+        runner.train()  # ends with a validation of the final weights
     train_seconds = time.perf_counter() - start
-    metrics = runner.test()
-    if task.metric not in metrics:
-        raise KeyError(f"evaluation returned {sorted(metrics)}, not {task.metric!r}")
-    value = float(metrics[task.metric])
+    if task.metric not in recorder.metrics:
+        raise KeyError(f"validation reported {sorted(recorder.metrics)}, not {task.metric!r}")
+    value = float(recorder.metrics[task.metric])
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
-    model = runner.model.module if hasattr(runner.model, "module") else runner.model
-    counts = task.count(model.cpu(), run["preset"])
     row = dict(metric=task.metric, value=value, train_seconds=round(train_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), **counts)
-    if run.get("wandb"):
-        experiment = runner.visualizer.get_backend("WandbVisBackend").experiment
-        experiment.summary.update({k: v for k, v in row.items() if k != "metric"} | {task.metric: value})
-        runner.visualizer.close()
     return row
 
 

@@ -16,9 +16,11 @@ model = dict(
         in_channels=64, feat_channels=64,
         anchor_generator=dict(scales=[4], ratios=[0.5, 1.0, 2.0], strides=[4, 8, 16, 32, 64])),
     roi_head=dict(
-        bbox_roi_extractor=dict(out_channels=64),
+        bbox_roi_extractor=dict(roi_layer=dict(sampling_ratio=2), out_channels=64),
         bbox_head=dict(in_channels=64, fc_out_channels=256, num_classes=num_classes)),
-    train_cfg=dict(rpn=dict(sampler=dict(num=128)), rcnn=dict(sampler=dict(num=128))),
+    # few proposals and samples: mmcv's CPU NMS and RoIAlign dominate a step otherwise
+    train_cfg=dict(rpn=dict(sampler=dict(num=128)), rpn_proposal=dict(nms_pre=500, max_per_img=200),
+                   rcnn=dict(sampler=dict(num=64))),
     test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=100), rcnn=dict(max_per_img=20)))
 
 train_pipeline = [

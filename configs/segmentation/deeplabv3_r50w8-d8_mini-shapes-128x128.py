@@ -39,7 +39,7 @@ val_dataloader = dict(
                  pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
-max_iters = 1000
+max_iters = 800
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
 param_scheduler = [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=max_iters, by_epoch=False)]
 optim_wrapper = dict(optimizer=dict(lr=0.05))
