@@ -3,10 +3,15 @@
 The only sub-package that imports OpenMMLab at module level. Use it from any mmdet/mmseg/mmengine
 config with ``custom_imports = dict(imports=['attnbench.mm'], allow_failed_imports=False)``.
 """
-from . import datasets  # noqa: F401
-from . import hooks  # noqa: F401
+import warnings
+
+# mmengine 0.10.7 and mmcv 2.1.0 import pkg_resources (deprecated, still needed; see tools/setup.sh)
+warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+
+from . import datasets  # noqa: E402, F401
+from . import hooks  # noqa: E402, F401
 from . import nmt  # noqa: F401
-from . import plugins  # noqa: F401
+from . import plugins  # noqa: E402, F401
 from .registry import DATASETS, HOOKS, METRICS, MODELS
 
 __all__ = ["DATASETS", "HOOKS", "METRICS", "MODELS"]

@@ -9,9 +9,9 @@ from mmengine.config import Config
 
 
 def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None = None,
-                launcher: str = "none") -> Config:
-    """Read a config, apply ``--cfg-options`` overrides, and fix its launcher and work_dir
-    (default ``work_dirs/<config name>``)."""
+                launcher: str = "none", check_data: bool = True) -> Config:
+    """Read a config, apply ``--cfg-options`` overrides, fix its launcher and work_dir (default
+    ``work_dirs/<config name>``) and check it (:func:`check_config`)."""
     if not osp.isfile(path):
         raise FileNotFoundError(f"config file not found: {path}")
     cfg = Config.fromfile(path)
@@ -20,7 +20,29 @@ def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None
         cfg.merge_from_dict(cfg_options)
     cfg.work_dir = work_dir or cfg.get("work_dir") or osp.join(
         "work_dirs", osp.splitext(osp.basename(path))[0])
+    check_config(cfg, check_data)
     return cfg
+
+
+#: Datasets that write their own data on first use (no data_root to check).
+GENERATED_DATASETS = ("attnbench.MiniShapesDetDataset", "attnbench.MiniShapesSegDataset")
+
+
+def check_config(cfg: Config, check_data: bool = True) -> None:
+    """Fail early, with one clear message, on configs OpenMMLab would reject obscurely or late."""
+    backbone = cfg.get("model", {}).get("backbone", {})
+    if (backbone.get("plugins") or backbone.get("dcn")) and backbone.get("depth") in (18, 34):
+        raise ValueError(
+            f"model.backbone: ResNet-{backbone['depth']} is built of BasicBlocks, which take no plugins or DCN; "
+            "attention plugins and deformable conv2 need Bottleneck blocks (depth 50, 101 or 152)")
+    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        dataset = (cfg.get(split) or {}).get("dataset", {})
+        dataset = dataset.get("dataset", dataset)  # RepeatDataset and other wrappers
+        root = dataset.get("data_root")
+        if check_data and root and dataset.get("type") not in GENERATED_DATASETS and not osp.isdir(root):
+            raise FileNotFoundError(
+                f"{split}.dataset.data_root {root!r} does not exist: put the {dataset.get('type', 'dataset')} "
+                "data there, or point data_root at it (--cfg-options)")
 
 
 def checkpoint_safe_globals() -> list:

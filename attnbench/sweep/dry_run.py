@@ -10,7 +10,7 @@ def build_model(config: str, cfg_options: dict):
 
     from attnbench.mm.runner import load_config
 
-    cfg = load_config(config, cfg_options=cfg_options)
+    cfg = load_config(config, cfg_options=cfg_options, check_data=False)
     init_default_scope(cfg.get("default_scope", "attnbench"))
     return MODELS.build(cfg.model)
 
