@@ -138,3 +138,13 @@ def test_plan_identity_and_resume_keys():
     assert len(runs) == 2 * 3 * 2 and len({r.run_id for r in runs}) == len(runs)
     assert {r.variant for r in runs} == {"baseline", "0110", "0010+deformable"}
     assert runs[0].run_id == build_plan(["det"], ["0110"], [], 2, "mini")[0].run_id
+
+
+def test_submitit_launcher_runs_and_records(tmp_path):
+    """The slurm path, through submitit's local executor."""
+    store = ResultsStore(tmp_path / "results")
+    store.check_writable()
+    run = tiny_run(tmp_path, "0010", seed=1)
+    (row,) = SweepRunner(store, launcher="submitit-local").run_all([run])
+    assert row["status"] == "ok", row.get("error")
+    assert store.completed() == {run.run_id}
