@@ -148,3 +148,19 @@ def test_submitit_launcher_runs_and_records(tmp_path):
     (row,) = SweepRunner(store, launcher="submitit-local").run_all([run])
     assert row["status"] == "ok", row.get("error")
     assert store.completed() == {run.run_id}
+
+
+def test_nmt_plan_and_shared_baseline():
+    runs = build_plan(["nmt"], ["1000"], ["dynamic"], 1, "mini")
+    assert [(r.variant, r.slot) for r in runs] == [
+        ("baseline", None), ("1000", "enc-self"), ("1000", "dec-self"), ("1000", "enc-dec"),
+        ("dynamic", "enc-self"), ("dynamic", "dec-self")]  # a convolution cannot attend to a memory
+    assert runs[3].cfg_options == {"model.cross_attention": {"type": "generalized", "attention_type": "1000"}}
+    with pytest.raises(ValueError, match="cannot fill the enc-dec slot"):
+        build_plan(["nmt"], [], ["dynamic"], 1, "mini", slot="enc-dec")
+    rows = [dict(run_id=r.run_id, task="nmt", preset="mini", slot=r.slot, variant=r.variant, metric="translation/BLEU",
+                 value=v, macs_model=1, macs_modules=1, params_model=1, status="ok")
+            for r, v in zip(runs[:4], [30.0, 29.0, 28.0, 31.0])]
+    summary = summarize(pd.DataFrame(rows)).set_index(["slot", "variant"])
+    assert summary.loc[("enc-dec", "1000"), "delta"] == pytest.approx(1.0)
+    assert summary.loc[("enc-self", "baseline"), "mean"] == 30.0

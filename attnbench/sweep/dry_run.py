@@ -1,6 +1,9 @@
 """``--dry-run``: the plan with each config's FLOPs and parameters, without training."""
 from __future__ import annotations
 
+import json
+import os
+
 from .plan import Run
 from .tasks import TASKS
 
@@ -19,13 +22,13 @@ def print_plan(runs: list[Run]) -> None:
     counted: dict[tuple, dict] = {}
     print(f"{'run id':60} {'GMACs model':>11} {'GMACs attn':>10} {'check':>6} {'params M':>8}  config")
     for run in runs:
-        key = (run.config, tuple(sorted(run.cfg_options.items())))
+        key = (run.config, json.dumps(run.cfg_options, sort_keys=True))
         if key not in counted:
             counted[key] = TASKS[run.task].count(build_model(run.config, run.cfg_options), run.preset)
         c = counted[key]
         check = "ok" if abs(c["macs_modules"] - c["macs_modules_analytic"]) <= 0.02 * max(c["macs_modules"], 1) \
             else "DIFF"
         print(f"{run.run_id:60} {c['macs_model'] / 1e9:11.3f} {c['macs_modules'] / 1e9:10.3f} {check:>6} "
-              f"{c['params_model'] / 1e6:8.2f}  {run.config}")
+              f"{c['params_model'] / 1e6:8.2f}  {os.path.relpath(run.config)}")
     print(f"{len(runs)} runs; MACs at the task's input size ({', '.join(sorted({r.task for r in runs}))}); "
           "'check' compares the attention modules' measured MACs with their analytic counts")

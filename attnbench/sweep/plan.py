@@ -79,7 +79,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     for task_name in tasks:
         task = TASKS[task_name]
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
-            for task_slot in task.slots(slot):
+            for task_slot in task.slots(slot, variant):
                 config, cfg_options = task.config(preset, variant, task_slot)
                 runs += [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
                          for seed in range(seeds)]

@@ -21,10 +21,23 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         macs_model=("macs_model", "mean"), macs_modules=("macs_modules", "mean"),
         params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
+    summary = _spread_shared_baselines(summary)
     baseline = summary[summary["variant"] == "baseline"].set_index(["task", "preset", "slot"])["mean"]
     keys = list(zip(summary["task"], summary["preset"], summary["slot"]))
     summary["delta"] = [m - baseline.get(k, float("nan")) for m, k in zip(summary["mean"], keys)]
     return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
+
+
+def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
+    """An NMT baseline (standard attention in every slot) is one run: show it in each slot's rows."""
+    copies, drop = [], []
+    for _, group in summary.groupby(["task", "preset"]):
+        shared = group[(group["variant"] == "baseline") & (group["slot"] == "")]
+        slots = sorted(set(group["slot"]) - {""})
+        if len(shared) and slots:
+            copies += [shared.assign(slot=slot) for slot in slots]
+            drop += list(shared.index)
+    return pd.concat([summary.drop(index=drop), *copies], ignore_index=True)
 
 
 def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:

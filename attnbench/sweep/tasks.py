@@ -23,7 +23,7 @@ class VisionTask:
     def validate_variant(self, variant: str) -> str:
         return Variant.parse(variant).name
 
-    def slots(self, slot: str | None) -> list[str | None]:
+    def slots(self, slot: str | None, variant: str) -> list[str | None]:
         return [None]
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
@@ -48,7 +48,87 @@ class VisionTask:
         return row | {"input_size": f"{height}x{width}"}
 
 
-TASKS: dict[str, VisionTask] = {
+def _sequence_macs(module, args, kwargs) -> int:
+    """Analytic MACs of a 1D mechanism from the arguments it was called with."""
+    from attnbench import attention
+
+    x = args[0]
+    if isinstance(module, (attention.GeneralizedAttention1d, attention.AreaAttention1d)):
+        memory = args[1] if len(args) > 1 else kwargs.get("memory")
+        return module.macs(x.shape[0], x.shape[1], None if memory is None else memory.shape[1])
+    if isinstance(module, (attention.DynamicConv1d, attention.LightweightConv1d)):
+        return module.macs(x.shape[0], x.shape[1])
+    return module.macs(tuple(x.shape))
+
+
+@dataclass(frozen=True)
+class TranslationTask:
+    """Machine translation: one attention slot of the Transformer varies, the others stay standard."""
+
+    name: str = "nmt"
+    metric: str = "translation/BLEU"
+    metric_label: str = "BLEU"
+    configs: dict = field(default_factory=lambda: {
+        "mini": "configs/translation/transformer-mini_mini-corpus.py",
+        "full": "configs/translation/transformer-base_wmt14-ende.py"})
+    lengths: dict = field(default_factory=lambda: {"mini": 16, "full": 50})  # tokens per sentence
+    #: sweep slot name -> the model's config key
+    slot_keys: dict = field(default_factory=lambda: {
+        "enc-self": "encoder_self_attention", "dec-self": "decoder_self_attention",
+        "enc-dec": "cross_attention"})
+    modules: tuple = ("dynamic", "lightweight", "area", "deformable")
+
+    def _mechanism(self, variant: str) -> dict:
+        if variant in self.modules:
+            return dict(type=variant)
+        return dict(type="generalized", attention_type=variant)
+
+    def validate_variant(self, variant: str) -> str:
+        from attnbench.attention.factors import AttentionFactors
+
+        if variant == "baseline" or variant in self.modules:
+            return variant
+        try:
+            return str(AttentionFactors.parse(variant))
+        except ValueError:
+            raise ValueError(f"unknown nmt variant {variant!r}; expected 'baseline', a factor string such as "
+                             f"'0110', or one of {list(self.modules)} (no combinations)") from None
+
+    def slots(self, slot: str | None, variant: str) -> list[str | None]:
+        """The baseline (standard attention everywhere) is one run; other variants run per slot."""
+        from attnbench.models.transformer_nmt import MECHANISMS
+
+        if variant == "baseline":
+            return [None]
+        wanted = [slot] if slot else list(self.slot_keys)
+        model_slot = {"enc-self": "encoder", "dec-self": "decoder", "enc-dec": "cross"}
+        allowed = MECHANISMS[self._mechanism(variant)["type"]].slots
+        bad = [s for s in wanted if model_slot[s] not in allowed]
+        if slot and bad:
+            raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
+        return [s for s in wanted if s not in bad]
+
+    def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
+        from attnbench.config_files import CONFIG_ROOT
+
+        path = str(CONFIG_ROOT.parent / self.configs[preset])
+        if variant == "baseline":
+            return path, {}
+        return path, {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
+
+    def count(self, model: torch.nn.Module, preset: str) -> dict:
+        from .flops import count_model
+
+        length = self.lengths[preset]
+        device = next(model.parameters()).device
+        src = torch.randint(4, 8, (1, length), device=device)
+        tgt = torch.randint(4, 8, (1, length + 1), device=device)
+        row = count_model(model, lambda: model(src, tgt, mode="tensor"), _sequence_macs)
+        return row | {"input_size": f"{length} tokens"}
+
+
+TASKS: dict = {
     "det": VisionTask("det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)}),
     "seg": VisionTask("seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)}),
+    "nmt": TranslationTask(),
 }
