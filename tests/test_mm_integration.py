@@ -94,3 +94,31 @@ def test_bad_configs_fail_with_one_clear_message(data_root):
         load_config(str(vision_config_path("det", "mini", "0110")), cfg_options={"model.backbone.depth": 18})
     with pytest.raises(FileNotFoundError, match="data_root 'data/coco/' does not exist"):
         load_config(str(vision_config_path("det", "full", "0110")))
+
+
+def test_generated_configs_are_in_sync():
+    from attnbench.config_files import generated_vision_configs
+
+    stale = [str(p) for p, text in generated_vision_configs().items() if not p.exists() or p.read_text() != text]
+    assert not stale, f"run tools/generate_configs.py: {stale}"
+
+
+@pytest.mark.parametrize("task", ["det", "seg"])
+def test_full_scale_configs_build_and_run_forward(task):
+    """Every full-scale variant builds; the heaviest one runs a forward pass (at a reduced size)."""
+    init_default_scope("mmdet" if task == "det" else "mmseg")
+    for variant in VISION_VARIANTS:
+        cfg = load_config(str(vision_config_path(task, "full", variant)), check_data=False)
+        model = MODELS.build(cfg.model)
+    model.eval()  # the last one: 1111+deformable
+    x = torch.randn(1, 3, 160, 256)
+    with torch.no_grad():
+        if task == "det":
+            from mmdet.structures import DetDataSample
+
+            meta = dict(img_shape=(160, 256), ori_shape=(160, 256), scale_factor=(1.0, 1.0),
+                        pad_shape=(160, 256), batch_input_shape=(160, 256))
+            (result,) = model(x, [DetDataSample(metainfo=meta)], mode="predict")
+            assert result.pred_instances.bboxes.shape[1] == 4
+        else:
+            assert model(x, mode="tensor").shape == (1, 19, 20, 32)  # 19 Cityscapes classes, stride 8
