@@ -13,10 +13,11 @@ needs what real translation needs:
   tenses (the English past tense does not show it, so the model must look at the subject);
 * case: the object is followed by the particle ``ta``.
 
-Example (one seed)::
+Example (seed 0, the tenth training pair)::
 
-    the small cats did not see a dog near the river today
-    -> kuvo ke mero-s lipa-os dowa zi ta ne tipo-oran ...   (illustrative shape only)
+    a young woman does not take some tall rivers yesterday
+    mobese mi gevu vedomia mir pifeil peduneas ta ne zabagiet
+    yesterday a.G1 woman young.G1 some.G1.PL river.G1.PL tall.G1.PL OBJ NOT take.PRESENT.SG
 
 :func:`write_mini_corpus` writes ``{train,valid,test}.{src,tgt}`` (one sentence per line, splits
 disjoint) and ``corpus.json`` (the generator's arguments); :func:`ensure_mini_corpus` writes them

@@ -49,7 +49,9 @@ def execute(run: dict) -> dict:
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
     cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
     if run.get("wandb"):
-        cfg.visualizer.vis_backends = [*cfg.visualizer.get("vis_backends", []), _wandb_backend(run)]
+        visualizer = cfg.get("visualizer") or dict(type="Visualizer", vis_backends=[dict(type="LocalVisBackend")])
+        visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run)]
+        cfg.visualizer = visualizer
     runner = Runner.from_cfg(cfg)
     model = runner.model.module if hasattr(runner.model, "module") else runner.model
     counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
