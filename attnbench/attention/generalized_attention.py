@@ -154,15 +154,14 @@ class GeneralizedAttention(nn.Module):
         return (f"{self.in_channels}, attention_type='{self.factors}', num_heads={self.num_heads}, "
                 f"kv_stride={self.kv_stride}, q_stride={self.q_stride}, spatial_range={self.spatial_range}")
 
-    def _project_heads(self, conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-        """1x1 conv straight into head layout: (N, C, h, w) -> (N, heads, h * w, d).
+    def _project_heads(self, conv: nn.Conv2d, tokens: torch.Tensor) -> torch.Tensor:
+        """1x1 conv of pixel tokens straight into head layout: (N, h * w, C) -> (N, heads, h * w, d).
 
-        A matmul over pixel tokens leaves ``d`` contiguous, as the fused kernels need, without
-        the copy a conv output would take to get there.
+        A matmul over tokens leaves ``d`` contiguous, as the fused kernels need, without the copy
+        a conv output would take to get there.
         """
-        n = x.shape[0]
-        tokens = F.linear(x.flatten(2).transpose(1, 2), conv.weight.flatten(1))  # (N, h * w, heads * d)
-        return tokens.view(n, -1, self.num_heads, self.qk_embed_dim).transpose(1, 2)
+        out = F.linear(tokens, conv.weight.flatten(1))  # (N, h * w, heads * d)
+        return out.view(tokens.shape[0], -1, self.num_heads, self.qk_embed_dim).transpose(1, 2)
 
     def _per_head(self, vector: torch.Tensor) -> torch.Tensor:
         return vector.view(1, self.num_heads, 1, self.qk_embed_dim)
@@ -238,9 +237,10 @@ class GeneralizedAttention(nn.Module):
         h_kv, w_kv = x_kv.shape[2:]
         f = self.factors
 
-        query = self._project_heads(self.query_conv, x_q) if f.needs_query else None
-        key = self._project_heads(self.key_conv, x_kv) if f.needs_key else None
-        value = self._project_heads(self.value_conv, x_kv)
+        tokens_kv = x_kv.flatten(2).transpose(1, 2)  # (N, Hk * Wk, C), shared by key and value
+        query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)) if f.needs_query else None
+        key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
+        value = self._project_heads(self.value_conv, tokens_kv)
         content_query = self._content_query(query)
         position_query = self._position_query(query)
 

@@ -63,9 +63,8 @@ def _fused(query, key, value, bias_x, bias_y, key_size):
         parts_k += [col.expand(n, heads, m, -1), row.expand(n, heads, m, -1)]
     dim = folded_head_dim(0 if query is None else query.shape[-1], dv,
                           None if bias_x is None else key_size)
-    q = torch.cat(parts_q, dim=-1)
-    k = torch.cat(parts_k, dim=-1)
-    q, k, v = (F.pad(t, (0, dim - t.shape[-1])) for t in (q, k, value))
+    q, k = (parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1) for parts in (parts_q, parts_k))
+    q, k, v = (t if t.shape[-1] == dim else F.pad(t, (0, dim - t.shape[-1])) for t in (q, k, value))
     return F.scaled_dot_product_attention(q, k, v, scale=1.0)[..., :dv]
 
 
