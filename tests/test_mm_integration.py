@@ -122,3 +122,20 @@ def test_full_scale_configs_build_and_run_forward(task):
             assert result.pred_instances.bboxes.shape[1] == 4
         else:
             assert model(x, mode="tensor").shape == (1, 19, 20, 32)  # 19 Cityscapes classes, stride 8
+
+
+def test_two_process_cpu_distributed_training(data_root, tmp_path):
+    """tools/train.py --launcher pytorch on a CPU-only machine: gloo, DDP without device_ids."""
+    root = str(data_root) + "/"
+    options = [f"{split}.dataset.data_root={root}" for split in ("train_dataloader", "val_dataloader")]
+    options += [f"{split}.dataset.generate.{k}={v}" for split in ("train_dataloader", "val_dataloader")
+                for k, v in TINY.items()]
+    options += ["train_cfg.max_iters=2", "train_cfg.val_interval=2", "train_dataloader.batch_size=2"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541",
+         str(vision_config_path("seg", "mini", "0010").parents[2] / "tools" / "train.py"),
+         str(vision_config_path("seg", "mini", "0010")), "--launcher", "pytorch",
+         "--work-dir", str(tmp_path / "work"), "--cfg-options", *options],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mIoU" in proc.stdout + proc.stderr

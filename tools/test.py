@@ -8,7 +8,7 @@ import os
 from mmengine.config import DictAction
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import load_config, resumable_checkpoints
+from attnbench.mm.runner import load_config, resumable_checkpoints, setup_cpu_distributed
 
 
 def main() -> None:
@@ -22,6 +22,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
+    setup_cpu_distributed(cfg)
     cfg.load_from = args.checkpoint
     runner = Runner.from_cfg(cfg)
     with resumable_checkpoints():

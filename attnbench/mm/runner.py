@@ -67,3 +67,23 @@ def resumable_checkpoints():
     """Within this block torch.load (weights_only) accepts mmengine's own checkpoints."""
     with torch.serialization.safe_globals(checkpoint_safe_globals()):
         yield
+
+
+def setup_cpu_distributed(cfg: Config) -> None:
+    """Make ``--launcher pytorch`` work on CPU-only machines (gloo).
+
+    mmengine 0.10.7 always calls ``torch.cuda.set_device`` when it initialises the process group
+    and wraps the model with ``device_ids=[local rank]``, which CPU modules refuse. Without CUDA this
+    initialises the gloo process group from torchrun's environment first (mmengine then skips its
+    own initialisation) and wraps the model with ``device_ids=None``.
+    """
+    import os
+
+    import torch.distributed as dist
+
+    if cfg.launcher != "pytorch" or torch.cuda.is_available():
+        return
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    cfg.model_wrapper_cfg = dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False,
+                                 find_unused_parameters=cfg.get("find_unused_parameters", False))
