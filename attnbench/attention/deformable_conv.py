@@ -39,6 +39,16 @@ from torch.nn.modules.utils import _pair
 from torchvision.ops import deform_conv2d
 
 
+def check_groups(in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
+    """Channels must split into ``groups`` (both sides) and ``deform_groups`` (input side)."""
+    if groups < 1 or in_channels < 1 or out_channels < 1 or in_channels % groups or out_channels % groups:
+        raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                         f"positive multiples of groups ({groups})")
+    if deform_groups < 1 or in_channels % deform_groups:
+        raise ValueError(
+            f"in_channels ({in_channels}) must be a positive multiple of deform_groups ({deform_groups})")
+
+
 def _int_pair(name: str, value, minimum: int) -> tuple[int, int]:
     pair = _pair(value)
     if len(pair) != 2 or not all(isinstance(v, int) and v >= minimum for v in pair):
@@ -68,12 +78,7 @@ class _DeformConv2dBase(nn.Module):
         self.stride = _int_pair("stride", stride, 1)
         self.padding = _int_pair("padding", padding, 0)
         self.dilation = _int_pair("dilation", dilation, 1)
-        if groups < 1 or in_channels < 1 or out_channels < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
-                             f"positive multiples of groups ({groups})")
-        if deform_groups < 1 or in_channels % deform_groups:
-            raise ValueError(
-                f"in_channels ({in_channels}) must be a positive multiple of deform_groups ({deform_groups})")
+        check_groups(in_channels, out_channels, groups, deform_groups)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.groups = groups

@@ -27,6 +27,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .deformable_conv import check_groups
+
 
 class DeformConv1d(nn.Module):
     """Deformable 1D convolution on ``(B, T, C_in)`` sequences, ``(B, T, C_out)`` out, stride 1.
@@ -54,12 +56,7 @@ class DeformConv1d(nn.Module):
         super().__init__()
         if not isinstance(kernel_size, int) or kernel_size < 1:
             raise ValueError(f"kernel_size must be a positive integer, got {kernel_size!r}")
-        if groups < 1 or in_channels < 1 or out_channels < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
-                             f"positive multiples of groups ({groups})")
-        if deform_groups < 1 or in_channels % deform_groups:
-            raise ValueError(
-                f"in_channels ({in_channels}) must be a positive multiple of deform_groups ({deform_groups})")
+        check_groups(in_channels, out_channels, groups, deform_groups)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size
