@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .variants import VISION_VARIANTS, Variant
+from .variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 
@@ -59,6 +59,8 @@ def render_vision_config(task: str, preset: str, variant: str | Variant) -> str:
 
 
 def generated_vision_configs() -> dict[Path, str]:
-    """Every generated vision config: path -> text (all variants but the baseline, all presets)."""
+    """Every generated vision config: path -> text (all variants but the baseline, survey rows
+    included, all presets)."""
     return {vision_config_path(task, preset, v): render_vision_config(task, preset, v)
-            for task, preset in VISION_CONFIGS for v in VISION_VARIANTS if v != "baseline"}
+            for task, preset in VISION_CONFIGS
+            for v in (*VISION_VARIANTS, *SURVEY_VARIANTS) if v != "baseline"}

@@ -8,6 +8,7 @@ A variant is written as ``+``-joined tokens, parsed here and nowhere else:
     deformable_v2         modulated deformable convolution (v2)
     dynamic               dynamic convolution block (plugin)
     area                  area attention block (plugin)
+    se, cbam, gc, nonlocal  squeeze-excite, CBAM, global context, non-local blocks (plugins)
     0010+deformable       several mechanisms stacked in the same blocks
 
 For vision backbones (mmdet / mmseg ResNets) a variant becomes the backbone overrides of the
@@ -24,15 +25,22 @@ from .attention.factors import ALL_FACTORS, AttentionFactors
 PLUGIN_MODULES: dict[str, tuple[str, dict]] = {
     "dynamic": ("attnbench.DynamicConv2d", dict(kernel_size=3, num_heads=8)),
     "area": ("attnbench.AreaAttention2d", dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2)),
+    "se": ("attnbench.SqueezeExcite", dict(reduction=16)),
+    "cbam": ("attnbench.CBAM", dict(reduction=16, spatial_kernel=7)),
+    "gc": ("attnbench.GlobalContext", dict(ratio=1 / 4)),
+    "nonlocal": ("attnbench.NonLocal2d", dict(reduction=2, mode="embedded_gaussian")),
 }
 #: Conv tokens -> config type of the conv2 replacement.
 CONV_MODULES: dict[str, str] = {"deformable": "attnbench.DCN", "deformable_v2": "attnbench.DCNv2"}
 #: Short names used in config file names (mmdet's ``-attn0010-dcn`` convention).
-_SLUGS = {"deformable": "dcn", "deformable_v2": "dcnv2", "dynamic": "dynconv", "area": "area"}
+_SLUGS = {"deformable": "dcn", "deformable_v2": "dcnv2", "dynamic": "dynconv", "area": "area",
+          "se": "se", "cbam": "cbam", "gc": "gc", "nonlocal": "nonlocal"}
 
 #: The vision rows of the study: baseline, the 15 factor sets, the other mechanisms, combinations.
 VISION_VARIANTS: tuple[str, ...] = (
     "baseline", *ALL_FACTORS, "deformable", "dynamic", "area", "0010+deformable", "1111+deformable")
+#: Survey rows (issue #7): other attention add-ons in the same blocks as the generalized attention.
+SURVEY_VARIANTS: tuple[str, ...] = ("se", "cbam", "gc", "nonlocal")
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,9 @@ class Variant:
                                     attention_type=self.factors, kv_stride=kv_stride))
         for token in self.plugins:
             type_, kwargs = PLUGIN_MODULES[token]
-            plugin_cfgs.append(dict(type=type_, **(kwargs | {"num_heads": num_heads})))
+            # ``num_heads`` overrides only the modules that have heads (their defaults name it).
+            heads = {"num_heads": num_heads} if "num_heads" in kwargs else {}
+            plugin_cfgs.append(dict(type=type_, **(kwargs | heads)))
         overrides: dict = {}
         if plugin_cfgs:
             overrides["plugins"] = [dict(cfg=cfg, stages=attention_stages, position="after_conv2")

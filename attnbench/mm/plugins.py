@@ -6,7 +6,8 @@ stages=..., position='after_conv2')]``) are built by mmcv's ``build_plugin_layer
 are built by ``build_conv_layer(cfg, in, out, kernel_size, stride=, padding=, dilation=, bias=)``.
 """
 from attnbench.attention import (
-    AreaAttention2d, DeformConv2d, DynamicConv2d, GeneralizedAttention, ModulatedDeformConv2d)
+    CBAM, AreaAttention2d, DeformConv2d, DynamicConv2d, GeneralizedAttention, GlobalContext,
+    ModulatedDeformConv2d, NonLocal2d, SqueezeExcite)
 
 from .registry import MODELS
 
@@ -15,6 +16,10 @@ PLUGINS = {
     "GeneralizedAttention": GeneralizedAttention,
     "AreaAttention2d": AreaAttention2d,
     "DynamicConv2d": DynamicConv2d,
+    "SqueezeExcite": SqueezeExcite,
+    "CBAM": CBAM,
+    "GlobalContext": GlobalContext,
+    "NonLocal2d": NonLocal2d,
 }
 #: Replacements of a Bottleneck's 3x3 conv2 (``dcn=dict(type=...)``).
 CONV_LAYERS = {

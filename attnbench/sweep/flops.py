@@ -18,6 +18,7 @@ ATTENTION_MODULES = (
     attention.DeformConv2d, attention.ModulatedDeformConv2d,
     attention.GeneralizedAttention1d, attention.AreaAttention1d, attention.DynamicConv1d,
     attention.LightweightConv1d, attention.DeformConv1d,
+    attention.SqueezeExcite, attention.CBAM, attention.GlobalContext, attention.NonLocal2d,
 )
 
 

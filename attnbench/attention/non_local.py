@@ -1,0 +1,93 @@
+"""Non-local block: every pixel attends to every pixel, added back through a 1x1 conv.
+
+Wang et al., "Non-local Neural Networks", CVPR 2018, https://arxiv.org/abs/1711.07971 (Eq. 1-4, 6);
+reference code consulted: mmcv ``mmcv/cnn/bricks/non_local.py`` (``NonLocal2d``, which this module
+matches on copied weights) and https://github.com/AlexHex7/Non-local_pytorch.
+
+With ``theta``, ``phi``, ``g`` 1x1 convs ``C -> C' = max(C // reduction, 1)`` (with bias):
+
+    embedded_gaussian:  f_ij = softmax_j( theta(x_i) . phi(x_j) / sqrt(C') )     (Eq. 3)
+    dot_product:        f_ij = theta(x_i) . phi(x_j) / HW                         (Eq. 4, N = HW)
+    y_i = x_i + W_z sum_j f_ij g(x_j) + b_z                                      (Eq. 1, 6)
+
+Difference from the paper, kept to match mmcv (``use_scale=True``, its default): the embedded
+Gaussian logits are divided by ``sqrt(C')``, as in scaled dot-product attention; the paper has no
+scale. ``W_z`` and ``b_z`` are zero at init (the paper zero-initialises the BN after ``W_z``;
+there is no BN here), so the block starts as identity.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+MODES = ("embedded_gaussian", "dot_product")
+
+
+def non_local_attention(theta: torch.Tensor, phi: torch.Tensor, g: torch.Tensor, mode: str) -> torch.Tensor:
+    """``sum_j f(theta_i, phi_j) g_j`` for ``(N, L, C')`` inputs; returns ``(N, L, C')``."""
+    logits = torch.bmm(theta, phi.transpose(1, 2))  # (N, L, L)
+    if mode == "embedded_gaussian":
+        weights = (logits / theta.shape[-1] ** 0.5).softmax(-1)
+    else:
+        weights = logits / phi.shape[1]
+    return torch.bmm(weights, g)
+
+
+class NonLocal2d(nn.Module):
+    """Non-local block for ``(N, C, H, W)`` feature maps.
+
+    Args:
+        in_channels: channels ``C`` of the input.
+        reduction: ratio of the embedding width, ``C' = max(C // reduction, 1)``.
+        mode: pairwise function, ``'embedded_gaussian'`` or ``'dot_product'``.
+    """
+
+    _abbr_ = "nonlocal_block"
+
+    def __init__(self, in_channels: int, reduction: int = 2, mode: str = "embedded_gaussian"):
+        super().__init__()
+        if in_channels < 1:
+            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        if reduction < 1:
+            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.in_channels = in_channels
+        self.reduction = reduction
+        self.mode = mode
+        self.inter_channels = max(in_channels // reduction, 1)
+        self.theta = nn.Conv2d(in_channels, self.inter_channels, 1)
+        self.phi = nn.Conv2d(in_channels, self.inter_channels, 1)
+        self.g = nn.Conv2d(in_channels, self.inter_channels, 1)
+        self.out_conv = nn.Conv2d(self.inter_channels, in_channels, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Normal(std=0.01) embeddings with zero bias (as mmcv) and a zero output conv (the block
+        starts as identity)."""
+        for m in (self.theta, self.phi, self.g):
+            nn.init.normal_(m.weight, std=0.01)
+            nn.init.zeros_(m.bias)
+        nn.init.zeros_(self.out_conv.weight)
+        nn.init.zeros_(self.out_conv.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, reduction={self.reduction}, mode={self.mode!r}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        n, _, h, w = x.shape
+
+        def embed(conv):  # (N, HW, C')
+            return conv(x).flatten(2).transpose(1, 2)
+
+        y = non_local_attention(embed(self.theta), embed(self.phi), embed(self.g), self.mode)
+        return x + self.out_conv(y.transpose(1, 2).reshape(n, self.inter_channels, h, w))
+
+    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+        """Multiply-adds of one forward pass on ``(N, C, H, W)``: four 1x1 convs and two
+        ``HW x HW x C'`` products."""
+        n, c, h, w = input_shape
+        hw, ci = h * w, self.inter_channels
+        return n * (4 * hw * c * ci + 2 * hw * hw * ci)

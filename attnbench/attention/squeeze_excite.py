@@ -1,0 +1,60 @@
+"""Squeeze-and-excitation: channel gates from globally pooled features.
+
+Hu et al., "Squeeze-and-Excitation Networks", CVPR 2018, https://arxiv.org/abs/1709.01507
+(Eq. 2-4); reference code consulted: timm ``timm/layers/squeeze_excite.py``.
+
+    z = avgpool(x)                                  (N, C, 1, 1), squeeze (Eq. 2)
+    s = sigmoid(W2 relu(W1 z + b1) + b2)            excitation, W1: C -> C / r, W2: C / r -> C (Eq. 3)
+    y = x * s                                       channel-wise rescaling (Eq. 4)
+
+Not residual: the block starts as ``x * sigmoid(b2)`` with the default init, as in the paper.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation block for ``(N, C, H, W)`` feature maps.
+
+    Args:
+        in_channels: channels ``C`` of the input.
+        reduction: ratio ``r`` of the bottleneck; hidden width ``max(C // r, 1)``.
+    """
+
+    _abbr_ = "se_block"
+
+    def __init__(self, in_channels: int, reduction: int = 16):
+        super().__init__()
+        if in_channels < 1:
+            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        if reduction < 1:
+            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        self.in_channels = in_channels
+        self.reduction = reduction
+        self.hidden_channels = max(in_channels // reduction, 1)
+        self.fc1 = nn.Conv2d(in_channels, self.hidden_channels, 1)
+        self.fc2 = nn.Conv2d(self.hidden_channels, in_channels, 1)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Kaiming-normal (fan_in) weights and zero biases."""
+        for m in (self.fc1, self.fc2):
+            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+            nn.init.zeros_(m.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, reduction={self.reduction}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        z = x.mean((2, 3), keepdim=True)  # (N, C, 1, 1)
+        return x * torch.sigmoid(self.fc2(F.relu(self.fc1(z))))
+
+    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+        """Multiply-adds of one forward pass on ``(N, C, H, W)``: the two 1x1 convs on the pooled vector."""
+        n, c, _, _ = input_shape
+        return n * 2 * c * self.hidden_channels

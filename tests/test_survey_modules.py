@@ -1,0 +1,176 @@
+"""Survey add-ons (issue #7): squeeze-excite, CBAM, global context, non-local, checked on values."""
+import pytest
+import torch
+from mmcv.cnn import ContextBlock
+from mmcv.cnn import NonLocal2d as MMCVNonLocal2d
+
+from attnbench.attention import CBAM, GlobalContext, NonLocal2d, SqueezeExcite
+from attnbench.flops import count_macs
+
+CLASSES = [SqueezeExcite, CBAM, GlobalContext, NonLocal2d]
+
+
+def randomize(m):
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(std=0.5)  # away from init (zero last layers included) so every term shows
+    return m
+
+
+def make(cls, channels=16, **kwargs):
+    defaults = {SqueezeExcite: dict(reduction=4), CBAM: dict(reduction=4, spatial_kernel=3)}
+    return randomize(cls(channels, **(defaults.get(cls, {}) | kwargs)))
+
+
+def params64(m):
+    return {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+
+
+def fc(p, name, v):
+    """1x1 conv on a (N, C) vector."""
+    return v @ p[name + ".weight"][:, :, 0, 0].T + p[name + ".bias"]
+
+
+def se_reference(m, x):
+    """x * sigmoid(W2 relu(W1 avgpool(x))), one sample at a time in float64."""
+    p, x = params64(m), x.to(torch.float64)
+    z = x.mean((2, 3))
+    s = torch.sigmoid(fc(p, "fc2", torch.relu(fc(p, "fc1", z))))
+    return x * s[:, :, None, None]
+
+
+def cbam_reference(m, x):
+    """M_c = sigmoid(MLP(avg) + MLP(max)); x' = M_c x; M_s = sigmoid(conv([mean_c x', max_c x'])),
+    the conv one pixel and one tap at a time."""
+    p, x = params64(m), x.to(torch.float64)
+    n, c, h, w = x.shape
+
+    def mlp(v):
+        return fc(p, "fc2", torch.relu(fc(p, "fc1", v)))
+
+    gate = torch.sigmoid(mlp(x.mean((2, 3))) + mlp(x.flatten(2).max(2).values))
+    x = x * gate[:, :, None, None]
+    maps = torch.stack([x.mean(1), x.max(1).values], 1)  # (N, 2, H, W)
+    k = m.spatial_kernel
+    weight, bias = p["spatial_conv.weight"][0], p["spatial_conv.bias"][0]  # (2, k, k)
+    logits = torch.full((n, h, w), float(bias), dtype=torch.float64)
+    for py in range(h):
+        for px in range(w):
+            for a in range(k):
+                for b in range(k):
+                    sy, sx = py + a - k // 2, px + b - k // 2
+                    if 0 <= sy < h and 0 <= sx < w:
+                        logits[:, py, px] += (weight[:, a, b] * maps[:, :, sy, sx]).sum(1)
+    return x * torch.sigmoid(logits)[:, None]
+
+
+def copy_gc_to_mmcv(m):
+    ref = ContextBlock(m.in_channels, m.ratio, pooling_type="att", fusion_types=("channel_add",))
+    names = {"context_conv": "conv_mask", "transform": "channel_add_conv"}
+    ref.load_state_dict({names[k.split(".", 1)[0]] + "." + k.split(".", 1)[1]: v
+                         for k, v in m.state_dict().items()})
+    return ref
+
+
+def copy_nonlocal_to_mmcv(m):
+    ref = MMCVNonLocal2d(m.in_channels, reduction=m.reduction, mode=m.mode)  # use_scale=True, no norm
+    names = {"theta": "theta.conv", "phi": "phi.conv", "g": "g.conv", "out_conv": "conv_out.conv"}
+    ref.load_state_dict({names[k.rsplit(".", 1)[0]] + "." + k.rsplit(".", 1)[1]: v
+                         for k, v in m.state_dict().items()})
+    return ref
+
+
+@pytest.mark.parametrize("cls,reference", [(SqueezeExcite, se_reference), (CBAM, cbam_reference)])
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 1, 1)])
+def test_gate_modules_match_the_equations(cls, reference, shape):
+    torch.manual_seed(0)
+    m = make(cls)
+    x = torch.randn(shape)
+    torch.testing.assert_close(m(x).double(), reference(m, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 1, 3)])
+def test_global_context_matches_mmcv_context_block(shape):
+    torch.manual_seed(0)
+    m = make(GlobalContext, ratio=1 / 4)
+    ref = copy_gc_to_mmcv(m)
+    x = torch.randn(shape)
+    torch.testing.assert_close(m(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["embedded_gaussian", "dot_product"])
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 3, 1)])
+def test_non_local_matches_mmcv(mode, shape):
+    torch.manual_seed(0)
+    m = make(NonLocal2d, mode=mode)
+    ref = copy_nonlocal_to_mmcv(m)
+    x = torch.randn(shape)
+    torch.testing.assert_close(m(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls,kwargs", [(SqueezeExcite, {}), (CBAM, {}), (GlobalContext, {}),
+                                        (NonLocal2d, dict(mode="embedded_gaussian")),
+                                        (NonLocal2d, dict(mode="dot_product"))])
+def test_gradcheck(cls, kwargs):
+    torch.manual_seed(0)
+    m = make(cls, channels=8, **kwargs).double()
+    x = torch.randn(2, 8, 3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(m, (x,))
+
+
+@pytest.mark.parametrize("cls", [GlobalContext, NonLocal2d])
+def test_residual_blocks_start_as_identity(cls):
+    torch.manual_seed(0)
+    m = cls(16)
+    x = torch.randn(2, 16, 5, 6)
+    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
+    randomize(m).reset_parameters()
+    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("shape", [(2, 64, 12, 10), (1, 32, 7, 9)])
+def test_macs_match_the_counter(cls, shape):
+    m = cls(shape[1])
+    measured = count_macs(m, torch.randn(shape))
+    assert measured > 0
+    assert abs(m.macs(shape) - measured) <= 0.02 * measured, (m.macs(shape), measured)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("shape", [(2, 8, 4), (2, 15, 4, 4), (16,)])
+def test_bad_input_shapes_are_rejected(cls, shape):
+    with pytest.raises(ValueError, match=r"expected input \(N, 16, H, W\), got"):
+        cls(16)(torch.randn(shape))
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda: SqueezeExcite(0), "in_channels must be >= 1, got 0"),
+    (lambda: SqueezeExcite(16, reduction=0), "reduction must be >= 1, got 0"),
+    (lambda: CBAM(16, reduction=-1), "reduction must be >= 1, got -1"),
+    (lambda: CBAM(16, spatial_kernel=4), "spatial_kernel must be a positive odd integer, got 4"),
+    (lambda: GlobalContext(16, ratio=1 / 32),
+     r"ratio must give a bottleneck of >= 1 channel .* ratio=0.03125"),
+    (lambda: GlobalContext(16, ratio=-0.5), "ratio must give a bottleneck"),
+    (lambda: NonLocal2d(16, mode="gaussian"), r"mode must be one of \('embedded_gaussian', 'dot_product'\), "
+                                              r"got 'gaussian'"),
+    (lambda: NonLocal2d(16, reduction=0), "reduction must be >= 1, got 0"),
+])
+def test_bad_arguments_are_rejected(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_plugins_are_registered_and_variants_parse():
+    import attnbench.mm  # noqa: F401
+    from attnbench.mm.plugins import PLUGINS
+    from attnbench.sweep.flops import ATTENTION_MODULES
+    from attnbench.variants import SURVEY_VARIANTS, Variant
+
+    for name, cls in zip(["SqueezeExcite", "CBAM", "GlobalContext", "NonLocal2d"], CLASSES):
+        assert PLUGINS[name] is cls and cls in ATTENTION_MODULES
+    for spec in SURVEY_VARIANTS:
+        (plugin,) = Variant.parse(spec).backbone_overrides()["plugins"]
+        assert "num_heads" not in plugin["cfg"]
+    (plugin,) = Variant.parse("dynamic").backbone_overrides(num_heads=4)["plugins"]
+    assert plugin["cfg"]["num_heads"] == 4
