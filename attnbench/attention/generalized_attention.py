@@ -163,30 +163,16 @@ class GeneralizedAttention(nn.Module):
         out = F.linear(tokens, conv.weight.flatten(1))  # (N, h * w, heads * d)
         return out.view(tokens.shape[0], -1, self.num_heads, self.qk_embed_dim).transpose(1, 2)
 
-    def _per_head(self, vector: torch.Tensor) -> torch.Tensor:
-        return vector.view(1, self.num_heads, 1, self.qk_embed_dim)
+    def _query_side(self, query: torch.Tensor | None, with_query: bool, bias_name: str | None
+                    ) -> torch.Tensor | None:
+        """``query`` (if used) plus a learned per-head vector (if any), (N or 1, heads, L or 1, d).
 
-    def _content_query(self, query: torch.Tensor | None) -> torch.Tensor | None:
-        """E1 q + E3 u, the query side of the content logits, (N or 1, heads, L or 1, d)."""
-        f = self.factors
-        if f.query_key and f.key:
-            return query + self._per_head(self.appr_bias)
-        if f.query_key:
-            return query
-        if f.key:
-            return self._per_head(self.appr_bias)
-        return None
-
-    def _position_query(self, query: torch.Tensor | None) -> torch.Tensor | None:
-        """E2 q + E4 v, the query side of the position logits, (N or 1, heads, L or 1, d)."""
-        f = self.factors
-        if f.query_position and f.position:
-            return query + self._per_head(self.geom_bias)
-        if f.query_position:
-            return query
-        if f.position:
-            return self._per_head(self.geom_bias)
-        return None
+        Content logits: ``E1 q + E3 u`` (``appr_bias``); position logits: ``E2 q + E4 v`` (``geom_bias``).
+        """
+        bias = getattr(self, bias_name).view(1, self.num_heads, 1, self.qk_embed_dim) if bias_name else None
+        if with_query:
+            return query if bias is None else query + bias
+        return bias
 
     def _axis_offsets(self, q_len: int, kv_len: int, like: torch.Tensor) -> torch.Tensor:
         """Query minus key position in input pixels, (q_len, kv_len)."""
@@ -241,8 +227,8 @@ class GeneralizedAttention(nn.Module):
         query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)) if f.needs_query else None
         key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
         value = self._project_heads(self.value_conv, tokens_kv)
-        content_query = self._content_query(query)
-        position_query = self._position_query(query)
+        content_query = self._query_side(query, f.query_key, "appr_bias" if f.key else None)
+        position_query = self._query_side(query, f.query_position, "geom_bias" if f.position else None)
 
         if position_query is None and self.spatial_range < 0 and not f.query_key:
             # E3 alone: the weights do not depend on the query, one context vector per head.
