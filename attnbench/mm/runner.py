@@ -87,3 +87,24 @@ def setup_cpu_distributed(cfg: Config) -> None:
         dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     cfg.model_wrapper_cfg = dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False,
                                  find_unused_parameters=cfg.get("find_unused_parameters", False))
+
+
+def add_config_args(parser) -> None:
+    """The arguments ``tools/train.py`` and ``tools/test.py`` share (OpenMMLab's conventions)."""
+    from mmengine.config import DictAction
+
+    parser.add_argument("config", help="config file path")
+    parser.add_argument("--work-dir", help="where logs and checkpoints go (default: work_dirs/<config name>)")
+    parser.add_argument("--cfg-options", nargs="+", action=DictAction, help="override config keys: key=value")
+    parser.add_argument("--launcher", choices=["none", "pytorch", "slurm", "mpi"], default="none")
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=0)
+
+
+def config_from_args(args) -> Config:
+    """The config of :func:`add_config_args`' arguments, ready for ``Runner.from_cfg``."""
+    import os
+
+    os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
+    setup_cpu_distributed(cfg)
+    return cfg
