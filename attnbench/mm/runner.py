@@ -1,6 +1,7 @@
 """Config loading shared by ``tools/train.py``, ``tools/test.py`` and the sweep."""
 from __future__ import annotations
 
+import os
 import os.path as osp
 from contextlib import contextmanager
 
@@ -77,8 +78,6 @@ def setup_cpu_distributed(cfg: Config) -> None:
     initialises the gloo process group from torchrun's environment first (mmengine then skips its
     own initialisation) and wraps the model with ``device_ids=None``.
     """
-    import os
-
     import torch.distributed as dist
 
     if cfg.launcher != "pytorch" or torch.cuda.is_available():
@@ -102,8 +101,6 @@ def add_config_args(parser) -> None:
 
 def config_from_args(args) -> Config:
     """The config of :func:`add_config_args`' arguments, ready for ``Runner.from_cfg``."""
-    import os
-
     os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
     setup_cpu_distributed(cfg)
