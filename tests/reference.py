@@ -103,3 +103,21 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
         logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
     out = (logits.softmax(-1) @ v).transpose(1, 2).reshape(b, t, heads * d)
     return out @ p["out_proj.weight"].T + p["out_proj.bias"]
+
+
+def randomize(m):
+    """Draw every parameter from N(0, 0.5^2), in place; returns the module."""
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(std=0.5)  # away from init (zero last layers included) so every term shows
+    return m
+
+
+def params64(m):
+    """The module's state dict in float64."""
+    return {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+
+
+def fc(p, name, v):
+    """1x1 conv on a (N, C) vector."""
+    return v @ p[name + ".weight"][:, :, 0, 0].T + p[name + ".bias"]

@@ -6,29 +6,14 @@ from mmcv.cnn import NonLocal2d as MMCVNonLocal2d
 
 from attnbench.attention import CBAM, GlobalContext, NonLocal2d, SqueezeExcite
 from attnbench.flops import count_macs
+from reference import fc, params64, randomize
 
 CLASSES = [SqueezeExcite, CBAM, GlobalContext, NonLocal2d]
-
-
-def randomize(m):
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(std=0.5)  # away from init (zero last layers included) so every term shows
-    return m
 
 
 def make(cls, channels=16, **kwargs):
     defaults = {SqueezeExcite: dict(reduction=4), CBAM: dict(reduction=4, spatial_kernel=3)}
     return randomize(cls(channels, **(defaults.get(cls, {}) | kwargs)))
-
-
-def params64(m):
-    return {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
-
-
-def fc(p, name, v):
-    """1x1 conv on a (N, C) vector."""
-    return v @ p[name + ".weight"][:, :, 0, 0].T + p[name + ".bias"]
 
 
 def se_reference(m, x):
