@@ -22,6 +22,12 @@ VISION_CONFIGS: dict[tuple[str, str], tuple[str, str, str]] = {
                       "deeplabv3_r50w8-d8-{slug}_mini-shapes-128x128.py"),
 }
 
+#: (task, preset, head token) -> hand-written config of a decode-head variant (in the task's folder).
+HEAD_CONFIGS: dict[tuple[str, str, str], str] = {
+    ("seg", "full", "ocr"): "ocrnet_r50-d8_4xb2-80k_cityscapes-512x1024.py",
+    ("seg", "mini", "ocr"): "ocrnet_r50w8-d8_mini-shapes-128x128.py",
+}
+
 
 def vision_config_path(task: str, preset: str, variant: str | Variant) -> Path:
     """Config file of a vision variant, e.g. ``configs/detection/faster-rcnn_r50-attn0010_fpn_1x_coco.py``."""
@@ -29,8 +35,13 @@ def vision_config_path(task: str, preset: str, variant: str | Variant) -> Path:
         raise ValueError(f"no vision config for task {task!r} and preset {preset!r}; "
                          f"known: {sorted(VISION_CONFIGS)}")
     folder, base, pattern = VISION_CONFIGS[task, preset]
-    slug = (variant if isinstance(variant, Variant) else Variant.parse(variant)).slug
-    return CONFIG_ROOT / folder / (pattern.format(slug=slug) if slug else base)
+    variant = variant if isinstance(variant, Variant) else Variant.parse(variant)
+    if variant.head:
+        if (task, preset, variant.head) not in HEAD_CONFIGS:
+            raise ValueError(f"variant {variant.name!r} replaces the segmentation decode head; "
+                             f"there is no {task} config for it")
+        return CONFIG_ROOT / folder / HEAD_CONFIGS[task, preset, variant.head]
+    return CONFIG_ROOT / folder / (pattern.format(slug=variant.slug) if variant.slug else base)
 
 
 def _format(value, indent: int = 0) -> str:
@@ -63,4 +74,4 @@ def generated_vision_configs() -> dict[Path, str]:
     included, all presets)."""
     return {vision_config_path(task, preset, v): render_vision_config(task, preset, v)
             for task, preset in VISION_CONFIGS
-            for v in (*VISION_VARIANTS, *SURVEY_VARIANTS) if v != "baseline"}
+            for v in (*VISION_VARIANTS, *SURVEY_VARIANTS) if v != "baseline" and not Variant.parse(v).head}

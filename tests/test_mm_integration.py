@@ -14,7 +14,7 @@ from attnbench.attention import GlobalContext, NonLocal2d
 from attnbench.config_files import vision_config_path
 from attnbench.mm.runner import load_config
 from attnbench.mm.plugins import PLUGINS
-from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS
+from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant
 
 TINY = dict(num_train=8, num_val=4)
 #: ``_abbr_`` of every ResNet plugin: the backbone's submodule names end with one of them.
@@ -47,8 +47,12 @@ def data_root(tmp_path_factory):
     return tmp_path_factory.mktemp("mini_shapes")
 
 
-@pytest.mark.parametrize("task", ["det", "seg"])
-@pytest.mark.parametrize("variant", VISION_VARIANTS + SURVEY_VARIANTS)
+#: Every (task, variant) of the benchmark; decode-head variants are segmentation-only.
+TASK_VARIANTS = [(task, v) for v in VISION_VARIANTS + SURVEY_VARIANTS for task in ("det", "seg")
+                 if task == "seg" or not Variant.parse(v).head]
+
+
+@pytest.mark.parametrize("task,variant", TASK_VARIANTS)
 def test_every_variant_trains_a_step(task, variant, data_root):
     cfg = tiny_config(task, variant, data_root)
     init_default_scope(cfg.default_scope)
@@ -59,7 +63,8 @@ def test_every_variant_trains_a_step(task, variant, data_root):
     log_vars = model.train_step(batch, wrapper)
     assert torch.isfinite(log_vars["loss"])
     attention = [m for name, m in model.backbone.named_modules() if name.endswith(PLUGIN_ABBRS)]
-    assert len(attention) == (0 if variant in ("baseline", "deformable") else 9)  # conv4 (6) + conv5 (3)
+    parsed = Variant.parse(variant)
+    assert len(attention) == (9 if parsed.factors or parsed.plugins else 0)  # conv4 (6) + conv5 (3)
     for module in attention:
         zero_at_init = zero_init_parameter(module)
         if zero_at_init is not None:  # the step reached the attention branch
@@ -123,7 +128,8 @@ def test_generated_configs_are_in_sync():
 def test_full_scale_configs_build_and_run_forward(task):
     """Every full-scale variant builds; the heaviest one runs a forward pass (at a reduced size)."""
     init_default_scope("mmdet" if task == "det" else "mmseg")
-    for variant in VISION_VARIANTS:
+    survey = [v for t, v in TASK_VARIANTS if t == task and v in SURVEY_VARIANTS]
+    for variant in survey + list(VISION_VARIANTS):
         cfg = load_config(str(vision_config_path(task, "full", variant)), check_data=False)
         model = MODELS.build(cfg.model)
     model.eval()  # the last one: 1111+deformable

@@ -44,6 +44,8 @@ def test_store_replaces_rows_and_loses_nothing_under_concurrency(tmp_path):
     (["--factors", "0110", "--seeds", "0"], "--seeds must be a positive integer"),
     (["--factors", "0110", "--results", "/proc/attnbench"], "not writable"),
     (["--factors", "0110", "--launcher", "kubernetes"], "unknown launcher"),
+    (["--modules", "ocr", "--tasks", "det,seg"], "replaces the segmentation decode head; there is no det config"),
+    (["--modules", "ocr+se", "--tasks", "seg"], "'ocr' replaces the decode head and is run alone"),
 ])
 def test_bad_input_fails_with_one_line_before_training(argv, message):
     proc = subprocess.run([sys.executable, str(ROOT / "tools/sweep.py"), *argv, "--no-wandb"],

@@ -6,6 +6,7 @@ Examples:
     python tools/sweep.py --factors all --modules deformable,dynamic,area,0010+deformable
     python tools/sweep.py --tasks nmt --slot enc-dec --factors 1111,1000,0111,0010
     python tools/sweep.py --factors all --dry-run         # the plan, configs and FLOPs; no training
+    python tools/sweep.py --list                          # every mechanism token, its family, paper, MACs
     python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111
 
 Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
@@ -24,8 +25,8 @@ from tqdm import tqdm
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--factors", default="", help="comma-separated factor strings E1E2E3E4, or 'all' (15)")
-    p.add_argument("--modules", default="", help="other mechanisms: deformable, deformable_v2, dynamic, area, "
-                   "combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable")
+    p.add_argument("--modules", default="", help="other mechanisms (see --list): deformable, dynamic, area, se, "
+                   "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable")
     p.add_argument("--tasks", default="det,seg", help="comma-separated: det, seg, nmt (default: det,seg)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized) or full (paper-scale configs)")
@@ -43,11 +44,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--wandb-group", help="W&B group (default: the results directory name)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
     p.add_argument("--no-plot", action="store_true", help="skip the trade-off plot at the end")
+    p.add_argument("--list", action="store_true", help="list every vision mechanism token (tools/list_modules.py) "
+                   "and exit")
     return p.parse_args()
 
 
 def main() -> int:
     args = parse_args()
+    if args.list:
+        from attnbench.sweep.catalog import format_mechanism_table, mechanism_table
+
+        print(format_mechanism_table(mechanism_table()))
+        return 0
     from attnbench.sweep.launch import SweepRunner, wandb_mode
     from attnbench.sweep.plan import build_plan, parse_factors
     from attnbench.sweep.store import ResultsStore

@@ -9,6 +9,7 @@ import warnings
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 
 from . import datasets  # noqa: E402, F401
+from . import heads  # noqa: E402, F401
 from . import hooks  # noqa: E402, F401
 from . import nmt  # noqa: F401
 from . import plugins  # noqa: E402, F401

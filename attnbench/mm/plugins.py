@@ -6,8 +6,9 @@ stages=..., position='after_conv2')]``) are built by mmcv's ``build_plugin_layer
 are built by ``build_conv_layer(cfg, in, out, kernel_size, stride=, padding=, dilation=, bias=)``.
 """
 from attnbench.attention import (
-    CBAM, AreaAttention2d, DeformConv2d, DynamicConv2d, GeneralizedAttention, GlobalContext,
-    ModulatedDeformConv2d, NonLocal2d, SqueezeExcite)
+    BAM, AsymmetricNonLocal2d, DualAttention, InteractionAggregation2d, CBAM, AreaAttention2d, DeformConv2d, DoubleAttention, DynamicConv2d, FrequencyChannelAttention,
+    GatherExcite, GeneralizedAttention, GlobalContext, ModulatedDeformConv2d, NonLocal2d, ResidualAttention,
+    SelectiveKernelConv2d, SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
 
 from .registry import MODELS
 
@@ -20,11 +21,22 @@ PLUGINS = {
     "CBAM": CBAM,
     "GlobalContext": GlobalContext,
     "NonLocal2d": NonLocal2d,
+    "GatherExcite": GatherExcite,
+    "SpatialPyramidAttention": SpatialPyramidAttention,
+    "FrequencyChannelAttention": FrequencyChannelAttention,
+    "BAM": BAM,
+    "SpatialChannelSqueezeExcite": SpatialChannelSqueezeExcite,
+    "DoubleAttention": DoubleAttention,
+    "ResidualAttention": ResidualAttention,
+    "DualAttention": DualAttention,
+    "AsymmetricNonLocal2d": AsymmetricNonLocal2d,
+    "InteractionAggregation2d": InteractionAggregation2d,
 }
 #: Replacements of a Bottleneck's 3x3 conv2 (``dcn=dict(type=...)``).
 CONV_LAYERS = {
     "DCN": DeformConv2d,
     "DCNv2": ModulatedDeformConv2d,
+    "SelectiveKernelConv2d": SelectiveKernelConv2d,
 }
 
 for _name, _cls in {**PLUGINS, **CONV_LAYERS}.items():

@@ -19,6 +19,10 @@ ATTENTION_MODULES = (
     attention.GeneralizedAttention1d, attention.AreaAttention1d, attention.DynamicConv1d,
     attention.LightweightConv1d, attention.DeformConv1d,
     attention.SqueezeExcite, attention.CBAM, attention.GlobalContext, attention.NonLocal2d,
+    attention.GatherExcite, attention.SelectiveKernelConv2d, attention.SpatialPyramidAttention,
+    attention.FrequencyChannelAttention, attention.BAM, attention.SpatialChannelSqueezeExcite,
+    attention.DoubleAttention, attention.ResidualAttention, attention.DualAttention,
+    attention.AsymmetricNonLocal2d, attention.InteractionAggregation2d, attention.ObjectContext,
 )
 
 

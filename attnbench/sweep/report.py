@@ -5,9 +5,21 @@ from pathlib import Path
 
 import pandas as pd
 
-#: Published COCO bbox AP of mmdet's model zoo (Faster R-CNN R-50-FPN 1x), for full-scale plots.
-PUBLISHED_DET_AP = {"baseline": 37.4, "1111": 40.0, "0010": 39.1, "1111+deformable": 42.1,
-                    "0010+deformable": 42.0}
+#: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
+#: of mmdet's model zoo (Faster R-CNN R-50-FPN 1x: configs/faster_rcnn, empirical_attention, dcn) and
+#: Cityscapes val mIoU of mmseg's (DeepLabV3 R-50-D8 512x1024 80k), WMT14 en-de newstest2014 BLEU
+#: of Transformer-base (Vaswani et al. 2017, Table 2).
+PUBLISHED = {
+    ("det", "baseline"): (37.4, "mmdet model zoo"),
+    ("det", "1111"): (40.0, "mmdet model zoo (empirical_attention)"),
+    ("det", "0010"): (39.1, "mmdet model zoo (empirical_attention)"),
+    ("det", "1111+deformable"): (42.1, "mmdet model zoo (empirical_attention)"),
+    ("det", "0010+deformable"): (42.0, "mmdet model zoo (empirical_attention)"),
+    ("det", "deformable"): (41.3, "mmdet model zoo (dcn, dconv c3-c5)"),
+    ("det", "deformable_v2"): (41.4, "mmdet model zoo (dcn, mdconv c3-c5)"),
+    ("seg", "baseline"): (79.32, "mmseg model zoo"),
+    ("nmt", "baseline"): (27.3, "Vaswani et al. 2017"),
+}
 
 _GROUP = ["task", "preset", "slot", "variant"]
 
@@ -92,8 +104,8 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         if len(base):
             ax.plot(base["macs_model"] / 1e9, base["mean"], "*", ms=14, color="tab:red", label="baseline")
         if published and task == "det" and preset == "full":
-            ref = points[points["variant"].isin(PUBLISHED_DET_AP)]
-            ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED_DET_AP[v] / 100 for v in ref["variant"]],
+            ref = points[[("det", v) in PUBLISHED for v in points["variant"]]]
+            ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
                        marker="x", color="gray", label="published (mmdet model zoo), not measured")
         ax.set_xlabel("model GMACs (multiply-adds) at the task's input size")
         ax.set_ylabel(points["metric"].iloc[0])

@@ -21,7 +21,9 @@ class VisionTask:
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
 
     def validate_variant(self, variant: str) -> str:
-        return Variant.parse(variant).name
+        parsed = Variant.parse(variant)
+        vision_config_path(self.name, "mini", parsed)  # a head variant the task has no config for raises
+        return parsed.name
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
         return [None]
@@ -44,8 +46,17 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
-        row = count_model(model, forward, lambda m, args, kwargs: m.macs(tuple(args[0].shape)))
+        row = count_model(model, forward, _vision_macs)
         return row | {"input_size": f"{height}x{width}"}
+
+
+def _vision_macs(module, args, kwargs) -> int:
+    """Analytic MACs of a vision mechanism from the arguments it was called with."""
+    from attnbench.attention import ObjectContext
+
+    if isinstance(module, ObjectContext):  # (features, soft object regions)
+        return module.macs(tuple(args[0].shape), args[1].shape[1])
+    return module.macs(tuple(args[0].shape))
 
 
 def _sequence_macs(module, args, kwargs) -> int:

@@ -1,0 +1,65 @@
+"""Every mechanism of the vision benchmark with its family, paper, parameters and MACs at one shape.
+
+The reference shape is the input of an attention module in conv4 of the study's detector: a
+Faster R-CNN R-50-FPN at 800x1333 has a 50x84 map there, and the Bottleneck's conv2 width is 256.
+"""
+from __future__ import annotations
+
+import pandas as pd
+from mmengine.registry import MODELS
+
+from attnbench.attention import ObjectContext
+from attnbench.attention.factors import ALL_FACTORS
+from attnbench.variants import GENERALIZED_ATTENTION_PAPER, MECHANISMS, Variant
+
+#: (N, C, H, W) at conv4 of Faster R-CNN R-50-FPN, 800x1333 input.
+REFERENCE_SHAPE = (1, 256, 50, 84)
+#: Object regions of a decode head's object context (the 19 Cityscapes classes).
+REFERENCE_REGIONS = 19
+
+
+def _params_and_macs(variant: str, shape: tuple[int, int, int, int]) -> tuple[int, int]:
+    """Parameters and analytic MACs of the module a one-token variant adds, on an input of ``shape``:
+    a plugin after conv2, a conv2 replacement, or a head's object context (``C`` channels in)."""
+    parsed, channels = Variant.parse(variant), shape[1]
+    overrides = parsed.backbone_overrides()
+    if parsed.head:
+        module = ObjectContext(channels)
+        return sum(p.numel() for p in module.parameters()), module.macs(shape, REFERENCE_REGIONS)
+    if "dcn" in overrides:
+        cfg = {k: v for k, v in overrides["dcn"].items() if k != "fallback_on_stride"}
+        module = MODELS.build(dict(cfg, in_channels=channels, out_channels=channels, kernel_size=3,
+                                   stride=1, padding=1, dilation=1, bias=False))
+    else:
+        (plugin,) = overrides["plugins"]
+        module = MODELS.build(dict(plugin["cfg"], in_channels=channels))
+    return sum(p.numel() for p in module.parameters()), module.macs(shape)
+
+
+def mechanism_table(shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> pd.DataFrame:
+    """One row per mechanism token (the 15 factor strings included): where it goes, its family and
+    paper, its parameters and its analytic multiply-adds on an input of ``shape``."""
+    rows = []
+    for token in (*ALL_FACTORS, *MECHANISMS):
+        mechanism = MECHANISMS.get(token)
+        params, macs = _params_and_macs(token, shape)
+        rows.append(dict(
+            token=token,
+            type=mechanism.type if mechanism else "attnbench.GeneralizedAttention",
+            placement=mechanism.placement if mechanism else "plugin",
+            family=mechanism.family if mechanism else "generalized attention (study)",
+            params=params,
+            mmacs=macs / 1e6,
+            paper=mechanism.paper if mechanism else GENERALIZED_ATTENTION_PAPER,
+        ))
+    return pd.DataFrame(rows)
+
+
+def format_mechanism_table(table: pd.DataFrame, shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> str:
+    lines = [f"{'token':16} {'placement':9} {'family':30} {'params':>9} {'MMACs':>9}  paper"]
+    lines += [f"{r.token:16} {r.placement:9} {r.family:30} {r.params:9d} {r.mmacs:9.4g}  {r.paper}"
+              for r in table.itertuples()]
+    lines.append(f"{len(table)} mechanisms; parameters and analytic multiply-adds of one module on an input of "
+                 f"shape {tuple(shape)} (conv4 of Faster R-CNN R-50-FPN at 800x1333); conv2 replacements count the "
+                 f"whole conv; heads count their object context ({REFERENCE_REGIONS} regions); combine tokens with '+', e.g. 0010+deformable")
+    return "\n".join(lines)

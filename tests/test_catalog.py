@@ -1,0 +1,68 @@
+"""The mechanism listing (tools/list_modules.py, sweep.py --list) and the survey rows of the plan."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnbench.attention import ObjectContext
+from attnbench.attention.factors import ALL_FACTORS
+from attnbench.flops import count_macs
+from attnbench.sweep.catalog import REFERENCE_REGIONS, mechanism_table
+from attnbench.sweep.plan import build_plan
+from attnbench.variants import MECHANISMS, SURVEY_VARIANTS, Variant
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = (1, 32, 6, 7)
+
+
+@pytest.fixture(scope="module")
+def table():
+    return mechanism_table(SHAPE).set_index("token")
+
+
+def test_every_token_is_listed_with_family_and_paper(table):
+    assert list(table.index) == [*ALL_FACTORS, *MECHANISMS]
+    assert (table["family"] != "").all() and table["paper"].str.contains(r"\d{4}").all()
+    assert set(table.loc[list(SURVEY_VARIANTS), "family"]) == {"channel", "mixed", "self-attention", "category"}
+    assert (table["params"] > 0).all()
+
+
+@pytest.mark.parametrize("token", ["0110", "deformable", "sk", "da", "ann"])
+def test_listed_macs_are_what_the_counter_measures(table, token):
+    from mmengine.registry import MODELS
+
+    overrides = Variant.parse(token).backbone_overrides()
+    if "dcn" in overrides:
+        cfg = {k: v for k, v in overrides["dcn"].items() if k != "fallback_on_stride"}
+        module = MODELS.build(dict(cfg, in_channels=32, out_channels=32, kernel_size=3, stride=1, padding=1,
+                                   dilation=1, bias=False))
+    else:
+        module = MODELS.build(dict(overrides["plugins"][0]["cfg"], in_channels=32))
+    measured = count_macs(module.eval(), torch.randn(SHAPE))
+    assert abs(table.loc[token, "mmacs"] * 1e6 - measured) <= 0.02 * measured
+
+
+def test_head_row_counts_the_object_context(table):
+    measured = count_macs(ObjectContext(32).eval(), torch.randn(SHAPE), torch.randn(1, REFERENCE_REGIONS, 6, 7))
+    assert abs(table.loc["ocr", "mmacs"] * 1e6 - measured) <= 0.02 * measured
+
+
+def test_list_modules_and_sweep_list_print_every_token():
+    for argv in (["tools/list_modules.py", "--shape", "1,32,6,7"], ["tools/sweep.py", "--list"]):
+        proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        listed = {line.split()[0] for line in proc.stdout.splitlines()[1:-1]}
+        assert listed == {*ALL_FACTORS, *MECHANISMS}
+    proc = subprocess.run([sys.executable, "tools/list_modules.py", "--shape", "1,32,6"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--shape must be four positive integers N,C,H,W" in proc.stderr
+
+
+def test_survey_rows_plan_on_both_tasks_and_ocr_on_segmentation_only():
+    vision = [v for v in SURVEY_VARIANTS if not Variant.parse(v).head]
+    runs = build_plan(["det", "seg"], [], vision, seeds=1, preset="mini")
+    assert {(r.task, r.variant) for r in runs} == {(t, v) for t in ("det", "seg") for v in ["baseline", *vision]}
+    (ocr,) = build_plan(["seg"], [], ["ocr"], seeds=1, preset="mini", baseline=False)
+    assert Path(ocr.config).name == "ocrnet_r50w8-d8_mini-shapes-128x128.py"
