@@ -379,6 +379,14 @@ class _AreaAttentionBase(nn.Module):
         self.key_combiner = (AreaKeyCombiner(self.head_dim, max_area_width, max_area_height, area_key_mode)
                              if KEY_MODES[area_key_mode][1] else None)
 
+    def _reset_projections(self, projections) -> None:
+        """Xavier-uniform ``projections`` and zero biases, then the key combiner's own parameters."""
+        for m in projections:
+            nn.init.xavier_uniform_(m.weight)
+            nn.init.zeros_(m.bias)
+        if self.key_combiner is not None:
+            self.key_combiner.reset_parameters()
+
     def _attend(self, q, k, v, memory_height, causal=False, key_padding_mask=None):
         return area_attention(
             q, k, v, self.max_area_width, self.max_area_height, memory_height, self.area_key_mode,
@@ -418,11 +426,7 @@ class AreaAttention1d(_AreaAttentionBase):
 
     def reset_parameters(self) -> None:
         """Xavier-uniform projections and zero biases (as nn.MultiheadAttention); the key combiner's own."""
-        for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
-            nn.init.xavier_uniform_(m.weight)
-            nn.init.zeros_(m.bias)
-        if self.key_combiner is not None:
-            self.key_combiner.reset_parameters()
+        self._reset_projections((self.q_proj, self.k_proj, self.v_proj, self.out_proj))
 
     def extra_repr(self) -> str:
         return (f"{self.embed_dim}, num_heads={self.num_heads}, max_area_width={self.max_area_width}, "
@@ -492,11 +496,7 @@ class AreaAttention2d(_AreaAttentionBase):
 
     def reset_parameters(self) -> None:
         """Xavier-uniform 1x1 convolutions, zero biases, the key combiner's own, gamma = 0."""
-        for m in (self.query_conv, self.key_conv, self.value_conv, self.out_conv):
-            nn.init.xavier_uniform_(m.weight)
-            nn.init.zeros_(m.bias)
-        if self.key_combiner is not None:
-            self.key_combiner.reset_parameters()
+        self._reset_projections((self.query_conv, self.key_conv, self.value_conv, self.out_conv))
         nn.init.zeros_(self.gamma)
 
     def extra_repr(self) -> str:

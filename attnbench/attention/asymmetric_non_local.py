@@ -34,6 +34,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 def pyramid_pool(x: torch.Tensor, pool_sizes: Sequence[int]) -> torch.Tensor:
     """Adaptive average pools of ``(N, C, H, W)`` to each ``s x s``, flattened and concatenated:
@@ -54,10 +56,7 @@ class AsymmetricNonLocal2d(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 2, pool_sizes: Sequence[int] = (1, 3, 6, 8)):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         pool_sizes = tuple(pool_sizes)
         if not pool_sizes or any(not isinstance(s, int) or s < 1 for s in pool_sizes):
             raise ValueError(f"pool_sizes must be a non-empty sequence of positive integers, "
@@ -89,8 +88,7 @@ class AsymmetricNonLocal2d(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}, pool_sizes={self.pool_sizes}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n, _, h, w = x.shape
         query = self.query_key(x)  # (N, C', H, W)
         key = pyramid_pool(query, self.pool_sizes)  # (N, C', S)

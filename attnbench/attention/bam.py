@@ -31,6 +31,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
+
 #: 3x3 dilated convs in the spatial branch (the paper's f_1 and f_2).
 NUM_DILATED_CONVS = 2
 
@@ -54,12 +57,7 @@ class BAM(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 16, dilation: int = 4):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
-        if dilation < 1:
-            raise ValueError(f"dilation must be >= 1, got {dilation}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction, dilation=dilation)
         self.in_channels = in_channels
         self.reduction = reduction
         self.dilation = dilation
@@ -75,20 +73,13 @@ class BAM(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) conv weights, zero biases, unit BatchNorms with fresh statistics."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                m.reset_parameters()
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, dilation={self.dilation}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         channel = self.channel_gate(x.mean((2, 3), keepdim=True))  # (N, C, 1, 1)
         spatial = self.spatial_gate(x)  # (N, 1, H, W)
         return x + x * torch.sigmoid(channel + spatial)

@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 class CBAM(nn.Module):
     """CBAM block for ``(N, C, H, W)`` feature maps.
@@ -30,10 +32,7 @@ class CBAM(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 16, spatial_kernel: int = 7):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         if spatial_kernel < 1 or spatial_kernel % 2 == 0:
             raise ValueError(f"spatial_kernel must be a positive odd integer, got {spatial_kernel}")
         self.in_channels = in_channels
@@ -55,8 +54,7 @@ class CBAM(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}, spatial_kernel={self.spatial_kernel}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n = x.shape[0]
         pooled = torch.cat([x.mean((2, 3), keepdim=True), x.amax((2, 3), keepdim=True)])  # (2N, C, 1, 1)
         logits = self.fc2(F.relu(self.fc1(pooled)))  # (2N, C, 1, 1), shared MLP on both poolings

@@ -38,6 +38,8 @@ import torch.nn as nn
 from torch.nn.modules.utils import _pair
 from torchvision.ops import deform_conv2d
 
+from .checks import check_feature_map
+
 
 def check_groups(in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
     """Channels must split into ``groups`` (both sides) and ``deform_groups`` (input side)."""
@@ -113,8 +115,7 @@ class _DeformConv2dBase(nn.Module):
         return size
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         self.output_size(*x.shape[2:])  # ValueError if the map is smaller than the kernel
         branch = self.conv_offset(x)  # (N, G kh kw * (2 or 3), H_out, W_out)
         num_offsets = 2 * self.deform_groups * self.kernel_size[0] * self.kernel_size[1]

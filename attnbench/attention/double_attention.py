@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
+
 
 def double_attention(features: torch.Tensor, gather_logits: torch.Tensor,
                      distribute_logits: torch.Tensor) -> torch.Tensor:
@@ -50,10 +52,7 @@ class DoubleAttention(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 4):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         self.in_channels = in_channels
         self.reduction = reduction
         self.attention_channels = max(in_channels // reduction, 1)
@@ -74,8 +73,7 @@ class DoubleAttention(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n, _, h, w = x.shape
         a, b, v = self.embed(x).flatten(2).chunk(3, 1)  # 3 x (N, c, HW)
         z = double_attention(a, b, v).view(n, self.attention_channels, h, w)

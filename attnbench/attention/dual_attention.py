@@ -37,6 +37,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 def position_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     """``sum_j softmax_j(q_i . k_j) v_j`` without logit scale, for ``(N, L, C')`` queries and
@@ -64,10 +66,7 @@ class DualAttention(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 8):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         self.in_channels = in_channels
         self.reduction = reduction
         self.key_channels = max(in_channels // reduction, 1)
@@ -90,8 +89,7 @@ class DualAttention(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
 
         def embed(conv):  # (N, HW, C' or C)
             return conv(x).flatten(2).transpose(1, 2)

@@ -33,6 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least
+
 PATHS = ("auto", "unfold", "band")
 BAND_MAX_LENGTH = 512
 
@@ -119,8 +121,7 @@ class _HeadSharedConv1d(nn.Module, ABC):
         path: str,
     ):
         super().__init__()
-        if kernel_size < 1:
-            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
+        check_at_least(1, kernel_size=kernel_size)
         if num_heads < 1 or embed_dim < 1 or embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")

@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 class DynamicConv2d(nn.Module):
     """Dynamic ``k x k`` convolution block for ``(N, C, H, W)`` feature maps.
@@ -39,10 +41,7 @@ class DynamicConv2d(nn.Module):
 
     def __init__(self, in_channels: int, kernel_size: int = 3, num_heads: int = 8, dilation: int = 1):
         super().__init__()
-        if kernel_size < 1:
-            raise ValueError(f"kernel_size must be >= 1, got {kernel_size}")
-        if dilation < 1:
-            raise ValueError(f"dilation must be >= 1, got {dilation}")
+        check_at_least(1, kernel_size=kernel_size, dilation=dilation)
         if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
             raise ValueError(
                 f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
@@ -68,8 +67,7 @@ class DynamicConv2d(nn.Module):
                 f"dilation={self.dilation}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n, c, h, w = x.shape
         k, heads = self.kernel_size, self.num_heads
         weight = self.kernel_conv(x).view(n, heads, k * k, h * w).softmax(2)  # (N, heads, k*k, HW)

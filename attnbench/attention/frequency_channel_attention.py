@@ -41,6 +41,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 #: The official (u, v) tables on a 7x7 grid, u along the height and v along the width, best first.
 FREQUENCY_TABLES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "top": ((0, 0, 6, 0, 0, 1, 1, 4, 5, 1, 3, 0, 0, 0, 3, 2, 4, 6, 3, 5, 5, 2, 6, 5, 5, 3, 3, 4, 2, 2, 6, 1),
@@ -99,10 +101,7 @@ class FrequencyChannelAttention(nn.Module):
     def __init__(self, in_channels: int, reduction: int = 16, frequency_selection: str = "top16",
                  dct_size: int = 7):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         if not isinstance(dct_size, int) or dct_size < 7 or dct_size % 7:
             raise ValueError(f"dct_size must be a positive multiple of 7 (the frequencies live on a 7x7 "
                              f"grid), got {dct_size!r}")
@@ -128,8 +127,7 @@ class FrequencyChannelAttention(nn.Module):
                 f"frequency_selection={self.frequency_selection!r}, dct_size={self.dct_size}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         d = self.dct_size
         pooled = x if x.shape[2:] == (d, d) else F.adaptive_avg_pool2d(x, d)  # (N, C, D, D)
         spectrum = torch.einsum("nchw,chw->nc", pooled, self.dct_filter)  # (N, C)

@@ -34,6 +34,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
+
 
 class GatherExcite(nn.Module):
     """Gather-excite block (GE-theta^- or GE-theta) for ``(N, C, H, W)`` feature maps.
@@ -53,16 +56,14 @@ class GatherExcite(nn.Module):
     def __init__(self, in_channels: int, extent: int | None = None, parametric: bool = False,
                  global_grid: int = 7):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        check_at_least(1, in_channels=in_channels)
         extent = extent or 0
         if not isinstance(extent, int) or extent < 0 or extent == 1:
             raise ValueError(f"extent must be None or 0 (global) or an int >= 2, got {extent}")
         if parametric and extent & (extent - 1):
             raise ValueError(f"a parametric gather reaches its extent with log2(extent) stride-2 convs, "
                              f"so extent must be a power of two, got {extent}")
-        if global_grid < 1:
-            raise ValueError(f"global_grid must be >= 1, got {global_grid}")
+        check_at_least(1, global_grid=global_grid)
         self.in_channels = in_channels
         self.extent = extent  # 0: global
         self.parametric = parametric
@@ -89,12 +90,8 @@ class GatherExcite(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) depthwise weights and unit BatchNorms (nothing for GE-theta^-)."""
-        for m in self.gather or ():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                m.reset_parameters()
-                m.reset_running_stats()
+        if self.gather is not None:
+            kaiming_init_(self.gather)
 
     def extra_repr(self) -> str:
         grid = f", global_grid={self.global_grid}" if self.parametric and self.extent == 0 else ""
@@ -110,8 +107,7 @@ class GatherExcite(nn.Module):
         return F.avg_pool2d(x, 2 * e - 1, stride=e, padding=e - 1, count_include_pad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         context = self.gathered(x)
         if context.shape[2:] != (1, 1):
             context = F.interpolate(context, size=x.shape[2:], mode="nearest")  # (N, C, H, W)

@@ -42,6 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_feature_map
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
 from .separable_bias_attention import (
@@ -214,9 +215,7 @@ class GeneralizedAttention(nn.Module):
         return bias_x, bias_y
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         x_q = x[:, :, ::self.q_stride, ::self.q_stride]
         x_kv = x[:, :, ::self.kv_stride, ::self.kv_stride]
         n, _, h, w = x_q.shape

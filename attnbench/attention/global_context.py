@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
+
 
 class GlobalContext(nn.Module):
     """Global context (GC) block for ``(N, C, H, W)`` feature maps.
@@ -32,8 +34,7 @@ class GlobalContext(nn.Module):
 
     def __init__(self, in_channels: int, ratio: float = 1 / 4):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        check_at_least(1, in_channels=in_channels)
         if not 0 < ratio or int(in_channels * ratio) < 1:
             raise ValueError(f"ratio must give a bottleneck of >= 1 channel (int(in_channels * ratio)), "
                              f"got ratio={ratio} with in_channels={in_channels}")
@@ -62,8 +63,7 @@ class GlobalContext(nn.Module):
         return f"{self.in_channels}, ratio={self.ratio}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n, c, h, w = x.shape
         weights = self.context_conv(x).view(n, h * w, 1).softmax(1)  # (N, HW, 1)
         context = torch.bmm(x.view(n, c, h * w), weights).view(n, c, 1, 1)  # (N, C, 1, 1)

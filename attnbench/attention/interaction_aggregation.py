@@ -50,7 +50,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
 from .dual_attention import channel_attention
+from .init import kaiming_init_
 
 MODES = ("spatial", "channel", "both")
 
@@ -70,14 +72,11 @@ class InteractionAggregation2d(nn.Module):
 
     def __init__(self, in_channels: int, mode: str = "both", reduction: int = 2, num_parts: int = 4):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        check_at_least(1, in_channels=in_channels)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
-        if num_parts < 2:
-            raise ValueError(f"num_parts must be >= 2, got {num_parts}")
+        check_at_least(1, reduction=reduction)
+        check_at_least(2, num_parts=num_parts)
         self.in_channels = in_channels
         self.mode = mode
         self.reduction = reduction
@@ -101,12 +100,7 @@ class InteractionAggregation2d(nn.Module):
         """As the authors' code: Kaiming-normal (fan_out) convs, unit BNs with fresh running
         statistics, and zero weight and bias in the BN closing each update (the block starts as
         identity); conv biases zero."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                m.reset_parameters()
+        kaiming_init_(self, mode="fan_out")
         for name, m in self.named_children():
             if name.endswith("_update"):  # (conv, BN)
                 nn.init.zeros_(m[1].weight)
@@ -117,8 +111,7 @@ class InteractionAggregation2d(nn.Module):
                 f"num_parts={self.num_parts}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         if self.channel:
             x = x + self.channel_update(channel_attention(x.flatten(2), negate=False).view_as(x))
         if self.spatial:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
+
 MODES = ("embedded_gaussian", "dot_product")
 
 
@@ -46,10 +48,7 @@ class NonLocal2d(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 2, mode: str = "embedded_gaussian"):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.in_channels = in_channels
@@ -75,8 +74,7 @@ class NonLocal2d(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}, mode={self.mode!r}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         n, _, h, w = x.shape
 
         def embed(conv):  # (N, HW, C')

@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
+from .checks import check_at_least, check_feature_map
 from .non_local import non_local_attention
 
 NormLayer = Callable[[int], nn.Module]
@@ -83,11 +84,9 @@ class ObjectContext(nn.Module):
                  norm_layer: NormLayer | None = nn.BatchNorm2d,
                  act_layer: ActLayer | None = partial(nn.ReLU, inplace=True)):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        check_at_least(1, in_channels=in_channels)
         channels = max(in_channels // 2, 1) if channels is None else channels
-        if channels < 1:
-            raise ValueError(f"channels must be >= 1, got {channels}")
+        check_at_least(1, channels=channels)
         if not scale > 0:
             raise ValueError(f"scale must be > 0, got {scale}")
         self.in_channels = in_channels
@@ -115,8 +114,7 @@ class ObjectContext(nn.Module):
         return f"{self.in_channels}, channels={self.channels}, scale={self.scale}"
 
     def forward(self, feats: torch.Tensor, regions: torch.Tensor) -> torch.Tensor:
-        if feats.dim() != 4 or feats.shape[1] != self.in_channels:
-            raise ValueError(f"expected feats (N, {self.in_channels}, H, W), got {tuple(feats.shape)}")
+        check_feature_map(feats, self.in_channels, "feats")
         n, _, h, w = feats.shape
         if regions.dim() != 4 or regions.shape[1] < 1 or regions.shape[0] != n or regions.shape[2:] != (h, w):
             raise ValueError(f"expected regions (N, K, H, W) = ({n}, K, {h}, {w}) with K >= 1, "

@@ -42,6 +42,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
+
 
 def _pooled_size(size: int) -> int:
     """Side after the 3x3 stride-2 max pool with padding 1."""
@@ -83,12 +86,7 @@ class ResidualAttention(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 4, depth: int = 2):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
-        if depth < 1:
-            raise ValueError(f"depth must be >= 1, got {depth}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction, depth=depth)
         self.in_channels = in_channels
         self.reduction = reduction
         self.depth = depth
@@ -103,13 +101,7 @@ class ResidualAttention(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) conv weights, zero biases, unit BatchNorms with fresh statistics."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                m.reset_parameters()
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, depth={self.depth}"
@@ -126,8 +118,7 @@ class ResidualAttention(nn.Module):
         return torch.sigmoid(self.head(_resize(z, x)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         return x * (1 + self.mask(x))
 
     def macs(self, input_shape: tuple[int, int, int, int]) -> int:

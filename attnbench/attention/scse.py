@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks import check_feature_map
 from .squeeze_excite import SqueezeExcite
 
 AGGREGATIONS = {"max": torch.maximum, "add": torch.add, "mul": torch.mul}
@@ -64,8 +65,7 @@ class SpatialChannelSqueezeExcite(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}, aggregation={self.aggregation!r}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         spatial = x * torch.sigmoid(self.spatial_conv(x))  # (N, 1, H, W) gate, broadcast over C
         return AGGREGATIONS[self.aggregation](self.channel_gate(x), spatial)
 

@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_feature_map
+
 
 def _check_int(name: str, value, minimum: int) -> int:
     if not isinstance(value, int) or value < minimum:
@@ -117,8 +119,7 @@ class SelectiveKernelConv2d(nn.Module):
                 f"dilations={self.path_dilations}, groups={self.groups}, hidden={self.hidden_channels}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         paths = torch.stack([path(x) for path in self.paths], 1)  # (N, M, C, H', W')
         n, m, c = paths.shape[:3]
         s = paths.sum(1).mean((2, 3), keepdim=True)  # (N, C, 1, 1)

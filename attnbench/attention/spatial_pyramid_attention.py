@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 class SpatialPyramidAttention(nn.Module):
     """Spatial pyramid attention (SPA) block for ``(N, C, H, W)`` feature maps.
@@ -34,13 +36,11 @@ class SpatialPyramidAttention(nn.Module):
 
     def __init__(self, in_channels: int, pool_sizes: tuple[int, ...] = (1, 2, 4), reduction: int = 16):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+        check_at_least(1, in_channels=in_channels)
         pool_sizes = tuple(pool_sizes)
         if not pool_sizes or not all(isinstance(s, int) and s >= 1 for s in pool_sizes):
             raise ValueError(f"pool_sizes must be a non-empty sequence of ints >= 1, got {pool_sizes!r}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, reduction=reduction)
         self.in_channels = in_channels
         self.pool_sizes = pool_sizes
         self.reduction = reduction
@@ -59,8 +59,7 @@ class SpatialPyramidAttention(nn.Module):
         return f"{self.in_channels}, pool_sizes={self.pool_sizes}, reduction={self.reduction}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         pyramid = torch.cat([F.adaptive_avg_pool2d(x, s).flatten(1) for s in self.pool_sizes], 1)  # (N, 21 C)
         gate = torch.sigmoid(self.fc2(F.relu(self.fc1(pyramid))))  # (N, C)
         return x * gate[:, :, None, None]

@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_at_least, check_feature_map
+
 
 class SqueezeExcite(nn.Module):
     """Squeeze-and-excitation block for ``(N, C, H, W)`` feature maps.
@@ -28,10 +30,7 @@ class SqueezeExcite(nn.Module):
 
     def __init__(self, in_channels: int, reduction: int = 16):
         super().__init__()
-        if in_channels < 1:
-            raise ValueError(f"in_channels must be >= 1, got {in_channels}")
-        if reduction < 1:
-            raise ValueError(f"reduction must be >= 1, got {reduction}")
+        check_at_least(1, in_channels=in_channels, reduction=reduction)
         self.in_channels = in_channels
         self.reduction = reduction
         self.hidden_channels = max(in_channels // reduction, 1)
@@ -49,8 +48,7 @@ class SqueezeExcite(nn.Module):
         return f"{self.in_channels}, reduction={self.reduction}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"expected input (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        check_feature_map(x, self.in_channels)
         z = x.mean((2, 3), keepdim=True)  # (N, C, 1, 1)
         return x * torch.sigmoid(self.fc2(F.relu(self.fc1(z))))
 

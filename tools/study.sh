@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
+# table and the full-scale FLOPs table, all under results/study/ (and results/flops-full/).
+#
+#   bash tools/study.sh                 # every part, in order: det seg nmt flops report
+#   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
+#   SEEDS=3 JOBS=2 RESULTS=results/study bash tools/study.sh det
+#
+# Parts:
+#   det     detection (mmdet Faster R-CNN, mini-shapes): baseline, the 15 factor sets, deformable,
+#           dynamic conv, area attention, 0010+deformable, 1111+deformable and the survey modules
+#   seg     segmentation (mmseg DeepLabV3, mini-shapes): the same rows, plus the OCR decode head
+#   nmt     translation (mini corpus): baseline, the 15 factor sets, dynamic, lightweight, area and
+#           deformable in each attention slot (encoder self, decoder self, encoder-decoder)
+#   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
+#   report  trade-off plots (tradeoff.png/svg) and the comparison table (table.md) of RESULTS
+#
+# Cost on the 2-core CPU this was written on (per-run times of results/study/results.csv, two runs
+# at a time): det ~180 s and seg ~150-250 s per run, nmt ~260 s; with 3 seeds the vision parts are
+# ~40 rows x 3 seeds each and nmt ~60 rows x 3 seeds, many hours in all: run the parts in turn,
+# each resumes where it stopped (see README, "Reproduction study").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-.venv/bin/python}
+SEEDS=${SEEDS:-3}
+JOBS=${JOBS:-2}
+RESULTS=${RESULTS:-results/study}
+STUDY_MODULES=deformable,dynamic,area,0010+deformable,1111+deformable
+VISION_SURVEY=$("$PYTHON" -c "from attnbench.variants import SURVEY_VARIANTS, Variant
+print(','.join(v for v in SURVEY_VARIANTS if not Variant.parse(v).head))")
+SEG_HEADS=ocr
+
+sweep() {
+    "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@"
+}
+
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(det seg nmt flops report)
+for p in "${parts[@]}"; do
+    case $p in det | seg | nmt | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, flops, report)" >&2
+        exit 2 ;;
+    esac
+done
+
+for p in "${parts[@]}"; do
+    echo "== study part: $p ($(date -u +%H:%M:%S))"
+    case $p in
+        det) sweep --tasks det --factors all --modules "$STUDY_MODULES,$VISION_SURVEY" ;;
+        seg) sweep --tasks seg --factors all --modules "$STUDY_MODULES,$VISION_SURVEY,$SEG_HEADS" ;;
+        nmt) sweep --tasks nmt --factors all --modules dynamic,lightweight,area,deformable ;;
+        flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
+        report)
+            "$PYTHON" tools/plot.py --results "$RESULTS"
+            "$PYTHON" tools/compare.py --results "$RESULTS" --format markdown > "$RESULTS/table.md"
+            echo "$RESULTS/table.md" ;;
+    esac
+done
