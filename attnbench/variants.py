@@ -125,6 +125,16 @@ SURVEY_VARIANTS: tuple[str, ...] = tuple(
     token for token, m in MECHANISMS.items() if m.family in ("channel", "mixed", "self-attention", "category"))
 
 
+
+def vision_rows(task: str) -> tuple[str, ...]:
+    """Every row of a vision task (``'det'`` or ``'seg'``): the study's, then the survey's; decode
+    heads replace a segmentation head, so they are rows of ``'seg'`` only."""
+    if task not in ("det", "seg"):
+        raise ValueError(f"vision task must be 'det' or 'seg', got {task!r}")
+    return tuple(v for v in (*VISION_VARIANTS, *SURVEY_VARIANTS)
+                 if task == "seg" or v not in MECHANISMS or MECHANISMS[v].placement != "head")
+
+
 @dataclass(frozen=True)
 class Variant:
     """One benchmark row: optional generalized-attention factors, plugins, a conv2 replacement, or a

@@ -11,7 +11,7 @@ from attnbench.attention.factors import ALL_FACTORS
 from attnbench.flops import count_macs
 from attnbench.sweep.catalog import REFERENCE_REGIONS, mechanism_table
 from attnbench.sweep.plan import build_plan
-from attnbench.variants import MECHANISMS, SURVEY_VARIANTS, Variant
+from attnbench.variants import MECHANISMS, SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (1, 32, 6, 7)
@@ -64,5 +64,9 @@ def test_survey_rows_plan_on_both_tasks_and_ocr_on_segmentation_only():
     vision = [v for v in SURVEY_VARIANTS if not Variant.parse(v).head]
     runs = build_plan(["det", "seg"], [], vision, seeds=1, preset="mini")
     assert {(r.task, r.variant) for r in runs} == {(t, v) for t in ("det", "seg") for v in ["baseline", *vision]}
+    assert vision_rows("seg") == (*VISION_VARIANTS, *SURVEY_VARIANTS)
+    assert vision_rows("det") == (*VISION_VARIANTS, *(v for v in SURVEY_VARIANTS if v != "ocr"))
+    with pytest.raises(ValueError, match="vision task must be 'det' or 'seg', got 'nmt'"):
+        vision_rows("nmt")
     (ocr,) = build_plan(["seg"], [], ["ocr"], seeds=1, preset="mini", baseline=False)
     assert Path(ocr.config).name == "ocrnet_r50w8-d8_mini-shapes-128x128.py"

@@ -14,7 +14,7 @@ from attnbench.attention import GlobalContext, NonLocal2d
 from attnbench.config_files import vision_config_path
 from attnbench.mm.runner import load_config
 from attnbench.mm.plugins import PLUGINS
-from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant
+from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
 
 TINY = dict(num_train=8, num_val=4)
 #: ``_abbr_`` of every ResNet plugin: the backbone's submodule names end with one of them.
@@ -48,8 +48,7 @@ def data_root(tmp_path_factory):
 
 
 #: Every (task, variant) of the benchmark; decode-head variants are segmentation-only.
-TASK_VARIANTS = [(task, v) for v in VISION_VARIANTS + SURVEY_VARIANTS for task in ("det", "seg")
-                 if task == "seg" or not Variant.parse(v).head]
+TASK_VARIANTS = [(task, v) for task in ("det", "seg") for v in vision_rows(task)]
 
 
 @pytest.mark.parametrize("task,variant", TASK_VARIANTS)

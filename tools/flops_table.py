@@ -20,15 +20,14 @@ import pandas as pd
 def plan(tasks: list[str]):
     from attnbench.sweep.plan import build_plan, parse_factors
     from attnbench.sweep.tasks import TASKS
-    from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS
+    from attnbench.variants import vision_rows
 
     runs = []
     for task in tasks:
         if task == "nmt":
             runs += build_plan([task], parse_factors("all"), list(TASKS[task].modules), seeds=1, preset="full")
         else:
-            variants = [v for v in (*VISION_VARIANTS, *SURVEY_VARIANTS) if v != "baseline"]
-            runs += build_plan([task], [], variants, seeds=1, preset="full")
+            runs += build_plan([task], [], [v for v in vision_rows(task) if v != "baseline"], seeds=1, preset="full")
     return runs
 
 

@@ -27,9 +27,11 @@ SEEDS=${SEEDS:-3}
 JOBS=${JOBS:-2}
 RESULTS=${RESULTS:-results/study}
 STUDY_MODULES=deformable,dynamic,area,0010+deformable,1111+deformable
-VISION_SURVEY=$("$PYTHON" -c "from attnbench.variants import SURVEY_VARIANTS, Variant
-print(','.join(v for v in SURVEY_VARIANTS if not Variant.parse(v).head))")
-SEG_HEADS=ocr
+# the survey's rows of a task (attnbench.variants.vision_rows), after the study's
+survey_rows() {
+    "$PYTHON" -c "from attnbench.variants import SURVEY_VARIANTS, vision_rows
+print(','.join(v for v in vision_rows('$1') if v in SURVEY_VARIANTS))"
+}
 
 sweep() {
     "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@"
@@ -47,8 +49,7 @@ done
 for p in "${parts[@]}"; do
     echo "== study part: $p ($(date -u +%H:%M:%S))"
     case $p in
-        det) sweep --tasks det --factors all --modules "$STUDY_MODULES,$VISION_SURVEY" ;;
-        seg) sweep --tasks seg --factors all --modules "$STUDY_MODULES,$VISION_SURVEY,$SEG_HEADS" ;;
+        det | seg) sweep --tasks "$p" --factors all --modules "$STUDY_MODULES,$(survey_rows "$p")" ;;
         nmt) sweep --tasks nmt --factors all --modules dynamic,lightweight,area,deformable ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
