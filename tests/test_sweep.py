@@ -11,7 +11,7 @@ import pytest
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner
 from attnbench.sweep.plan import Run, build_plan
-from attnbench.sweep.report import comparison_table, pareto_front, plot_tradeoffs, summarize
+from attnbench.sweep.report import comparison_table, factor_effects, pareto_front, plot_tradeoffs, summarize
 from attnbench.sweep.store import ResultsStore
 from wandb_log import config_and_summary
 
@@ -133,6 +133,25 @@ def test_report_table_and_plot(sweep, tmp_path):
 def test_pareto_front():
     points = pd.DataFrame({"variant": list("abcd"), "macs_model": [1, 2, 3, 4], "mean": [0.5, 0.4, 0.7, 0.6]})
     assert list(pareto_front(points)["variant"]) == ["a", "c"]
+
+
+def test_factor_effects_recover_planted_term_effects():
+    """metric = 1.0 E2 + 0.5 E3 (+-0.1 between two seeds): E2 and E3 show, E1 and E4 do not."""
+    from attnbench.attention.factors import ALL_FACTORS
+
+    rows = []
+    for variant in ["baseline", *ALL_FACTORS]:
+        bits = "0000" if variant == "baseline" else variant
+        for seed, noise in enumerate((-0.1, 0.1)):
+            rows.append(dict(task="det", preset="mini", slot=None, variant=variant, seed=seed, metric="m",
+                             value=1.0 * int(bits[1]) + 0.5 * int(bits[2]) + noise, status="ok",
+                             macs_model=1.0, macs_modules=0.0, params_model=1.0))
+    effects = factor_effects(pd.DataFrame(rows)).set_index("term")
+    assert list(effects["pairs"]) == [8, 8, 8, 8]
+    assert effects["effect"].to_dict() == pytest.approx({"E1": 0.0, "E2": 1.0, "E3": 0.5, "E4": 0.0})
+    assert effects["seed_std"].iloc[0] == pytest.approx(2 ** 0.5 * 0.1)
+    without_baseline = factor_effects(pd.DataFrame([r for r in rows if r["variant"] != "baseline"]))
+    assert list(without_baseline["pairs"]) == [7, 7, 7, 7]  # the pair with 0000 is gone
 
 
 def test_plan_identity_and_resume_keys():

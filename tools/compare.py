@@ -1,10 +1,11 @@
 """Table of variants from a results store: mean ± std over seeds, delta vs baseline, FLOPs.
 
     python tools/compare.py [--results results/sweep] [--format text|markdown|csv]
+    python tools/compare.py --effects       # main effect of each term E1..E4 (paired factor sets)
 """
 import argparse
 
-from attnbench.sweep.report import comparison_table
+from attnbench.sweep.report import comparison_table, factor_effects
 from attnbench.sweep.store import ResultsStore
 
 
@@ -12,8 +13,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep")
     p.add_argument("--format", default="text", choices=["text", "markdown", "csv"])
+    p.add_argument("--effects", action="store_true",
+                   help="the main effect of each term E1..E4 instead: the metric's change when the term is added "
+                   "to a factor set, over the pairs of sets that differ in it only")
     args = p.parse_args()
-    print(comparison_table(ResultsStore(args.results).read(), args.format))
+    results = ResultsStore(args.results).read()
+    if not args.effects:
+        print(comparison_table(results, args.format))
+        return
+    effects = factor_effects(results)
+    if args.format == "csv":
+        print(effects.to_csv(index=False))
+    elif args.format == "markdown":
+        print(effects.to_markdown(index=False, floatfmt=".4f"))
+    else:
+        print(effects.to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnbench.attention.factors import ALL_FACTORS
+
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
 #: of mmdet's model zoo (Faster R-CNN R-50-FPN 1x: configs/faster_rcnn, empirical_attention, dcn) and
 #: Cityscapes val mIoU of mmseg's (DeepLabV3 R-50-D8 512x1024 80k), WMT14 en-de newstest2014 BLEU
@@ -67,6 +69,39 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
     if fmt == "text":
         return table.to_string(index=False)
     raise ValueError(f"unknown format {fmt!r}; choose from text, markdown, csv")
+
+
+TERMS = ("E1", "E2", "E3", "E4")
+
+
+def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
+    """Main effect of each term of the generalized attention, per task (and slot).
+
+    For term ``Ek`` every factor set with ``Ek`` on is paired with the same set without it (on the
+    vision tasks the baseline is the empty set ``0000``; on translation the baseline is standard
+    attention everywhere and is left out); the effect is the change of the seed-mean metric over
+    those pairs: up to 8 pairs per term, fewer when rows are missing. ``seed_std`` is the pooled
+    standard deviation over seeds of the task's variants run with two seeds or more (NaN without),
+    the noise an effect is to be compared with.
+    """
+    s = summarize(results)
+    rows = []
+    for (task, preset, slot), group in s.groupby(["task", "preset", "slot"]):
+        means = {v: m for v, m in zip(group["variant"], group["mean"]) if v in ALL_FACTORS}
+        if task != "nmt" and "baseline" in set(group["variant"]):
+            means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
+        repeated = group[group["seeds"] > 1]
+        seed_std = (((repeated["std"] ** 2) * (repeated["seeds"] - 1)).sum() / (repeated["seeds"] - 1).sum()) ** 0.5 \
+            if len(repeated) else float("nan")
+        for k, term in enumerate(TERMS):
+            diffs = pd.Series([m - means[v[:k] + "0" + v[k + 1:]] for v, m in means.items()
+                               if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means], dtype=float)
+            if len(diffs):
+                rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(diffs),
+                                 effect=diffs.mean(), effect_std=diffs.std() if len(diffs) > 1 else float("nan"),
+                                 min=diffs.min(), max=diffs.max(), seed_std=seed_std))
+    return pd.DataFrame(rows, columns=["task", "preset", "slot", "term", "pairs", "effect", "effect_std",
+                                       "min", "max", "seed_std"])
 
 
 def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
