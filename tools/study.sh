@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
-# table and the full-scale FLOPs table, all under results/study/ (and results/flops-full/).
+# table and the full-scale FLOPs table, all under results/mini-sweep/ (and results/flops-full/).
 #
 #   bash tools/study.sh                 # every part, in order: det seg nmt flops report
 #   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
-#   SEEDS=3 JOBS=2 RESULTS=results/study bash tools/study.sh det
+#   SEEDS=3 JOBS=2 RESULTS=results/mini-sweep bash tools/study.sh det
 #
 # Parts:
 #   det     detection (mmdet Faster R-CNN, mini-shapes): baseline, the 15 factor sets, deformable,
@@ -13,9 +13,10 @@
 #   nmt     translation (mini corpus): baseline, the 15 factor sets, dynamic, lightweight, area and
 #           deformable in each attention slot (encoder self, decoder self, encoder-decoder)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
-#   report  trade-off plots (tradeoff.png/svg) and the comparison table (table.md) of RESULTS
+#   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md) and the main
+#           effects of the terms E1..E4 (effects.md) of RESULTS
 #
-# Cost on the 2-core CPU this was written on (per-run times of results/study/results.csv, two runs
+# Cost on the 2-core CPU this was written on (per-run times of results/mini-sweep/results.csv, two runs
 # at a time): det ~180 s and seg ~150-250 s per run, nmt ~260 s; with 3 seeds the vision parts are
 # ~40 rows x 3 seeds each and nmt ~60 rows x 3 seeds, many hours in all: run the parts in turn,
 # each resumes where it stopped (see README, "Reproduction study").
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-3}
 JOBS=${JOBS:-2}
-RESULTS=${RESULTS:-results/study}
+RESULTS=${RESULTS:-results/mini-sweep}
 STUDY_MODULES=deformable,dynamic,area,0010+deformable,1111+deformable
 # the survey's rows of a task (attnbench.variants.vision_rows), after the study's
 survey_rows() {
@@ -55,6 +56,7 @@ for p in "${parts[@]}"; do
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
             "$PYTHON" tools/compare.py --results "$RESULTS" --format markdown > "$RESULTS/table.md"
-            echo "$RESULTS/table.md" ;;
+            "$PYTHON" tools/compare.py --results "$RESULTS" --effects --format markdown > "$RESULTS/effects.md"
+            echo "$RESULTS/table.md $RESULTS/effects.md" ;;
     esac
 done
