@@ -70,3 +70,21 @@ def test_survey_rows_plan_on_both_tasks_and_ocr_on_segmentation_only():
         vision_rows("nmt")
     (ocr,) = build_plan(["seg"], [], ["ocr"], seeds=1, preset="mini", baseline=False)
     assert Path(ocr.config).name == "ocrnet_r50w8-d8_mini-shapes-128x128.py"
+
+
+def test_flops_table_counts_full_scale_rows(tmp_path):
+    """tools/flops_table.py on Transformer-base: every slot of one variant, the baseline, published BLEU."""
+    import pandas as pd
+
+    proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "nmt", "--variants", "0010",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = pd.read_csv(tmp_path / "flops.csv")
+    assert list(zip(table["slot"].fillna(""), table["variant"])) == [
+        ("", "baseline"), ("enc-self", "0010"), ("dec-self", "0010"), ("enc-dec", "0010")]
+    assert (table["analytic_check"] == "ok").all() and (table["input_size"] == "50 tokens").all()
+    assert table.loc[0, "published"] == 27.3 and table["published"].iloc[1:].isna().all()
+    assert (table["gmacs_attention"] > 0).all() and (tmp_path / "flops.md").exists()
+    proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "det", "--variants", "0120"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "--variants ['0120'] are not rows of ['det']" in proc.stderr

@@ -2,6 +2,7 @@
 
     python tools/flops_table.py                          # det, seg and nmt -> results/flops-full/
     python tools/flops_table.py --tasks det --out /tmp/flops
+    python tools/flops_table.py --tasks det,seg --variants 0010,0010+deformable   # some rows (and the baseline)
 
 Faster R-CNN R-50-FPN at 800x1333, DeepLabV3 R-50-D8 at 512x1024, Transformer-base on 50-token
 sentences (source and target); every mechanism of the vision benchmark (survey rows included) and,
@@ -17,30 +18,40 @@ from pathlib import Path
 import pandas as pd
 
 
-def plan(tasks: list[str]):
+def plan(tasks: list[str], only: list[str]):
     from attnbench.sweep.plan import build_plan, parse_factors
     from attnbench.sweep.tasks import TASKS
     from attnbench.variants import vision_rows
 
-    runs = []
+    runs, known = [], set()
     for task in tasks:
         if task == "nmt":
-            runs += build_plan([task], parse_factors("all"), list(TASKS[task].modules), seeds=1, preset="full")
+            variants = [*parse_factors("all"), *TASKS[task].modules]
+        elif task in ("det", "seg"):
+            variants = [v for v in vision_rows(task) if v != "baseline"]
         else:
-            runs += build_plan([task], [], [v for v in vision_rows(task) if v != "baseline"], seeds=1, preset="full")
+            raise ValueError(f"unknown task {task!r}; choose from det, seg, nmt")
+        known.update(variants)
+        runs += build_plan([task], [], [v for v in variants if not only or v in only], seeds=1, preset="full")
+    unknown = [v for v in only if v not in known]
+    if unknown:
+        raise ValueError(f"--variants {unknown} are not rows of {tasks} (see tools/list_modules.py)")
     return runs
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="det,seg,nmt", help="comma-separated: det, seg, nmt")
+    p.add_argument("--variants", default="", help="comma-separated rows to count (default: all); the baseline "
+                   "is always counted")
     p.add_argument("--out", default="results/flops-full", help="output folder (default: %(default)s)")
     args = p.parse_args()
     from attnbench.sweep.dry_run import analytic_check, count_runs
     from attnbench.sweep.report import PUBLISHED
 
     try:
-        runs = plan([t.strip() for t in args.tasks.split(",") if t.strip()])
+        runs = plan([t.strip() for t in args.tasks.split(",") if t.strip()],
+                    [v.strip() for v in args.variants.split(",") if v.strip()])
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -58,7 +69,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "flops.csv", index=False)
-    (out / "flops.md").write_text(table.fillna("").to_markdown(index=False) + "\n")
+    (out / "flops.md").write_text(table.astype(object).fillna("").to_markdown(index=False) + "\n")
     print(f"{len(table)} rows -> {out / 'flops.csv'}, {out / 'flops.md'} ({time.time() - start:.0f} s)")
     return 0
 
