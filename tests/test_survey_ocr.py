@@ -18,6 +18,16 @@ from reference import params64, randomize
 BN = dict(type="BN", requires_grad=True)
 
 
+@pytest.fixture(autouse=True)
+def _mmseg_scope():
+    """mmseg heads build their losses in the current default scope: mmseg's here, whatever scope
+    earlier tests left."""
+    from mmengine.registry import DefaultScope
+
+    with DefaultScope.overwrite_default_scope("mmseg"):
+        yield
+
+
 def randomize_all(m):
     """Random parameters and batch-norm statistics, so the eval-mode norms are not identities."""
     randomize(m)
