@@ -9,7 +9,7 @@ import torch
 from attnbench.attention import ObjectContext
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.flops import count_macs
-from attnbench.sweep.catalog import REFERENCE_REGIONS, mechanism_table
+from attnbench.sweep.catalog import REFERENCE_REGIONS, build_mechanism, mechanism_table
 from attnbench.sweep.plan import build_plan
 from attnbench.variants import MECHANISMS, SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
 
@@ -31,16 +31,7 @@ def test_every_token_is_listed_with_family_and_paper(table):
 
 @pytest.mark.parametrize("token", ["0110", "deformable", "sk", "da", "ann"])
 def test_listed_macs_are_what_the_counter_measures(table, token):
-    from mmengine.registry import MODELS
-
-    overrides = Variant.parse(token).backbone_overrides()
-    if "dcn" in overrides:
-        cfg = {k: v for k, v in overrides["dcn"].items() if k != "fallback_on_stride"}
-        module = MODELS.build(dict(cfg, in_channels=32, out_channels=32, kernel_size=3, stride=1, padding=1,
-                                   dilation=1, bias=False))
-    else:
-        module = MODELS.build(dict(overrides["plugins"][0]["cfg"], in_channels=32))
-    measured = count_macs(module.eval(), torch.randn(SHAPE))
+    measured = count_macs(build_mechanism(token, 32).eval(), torch.randn(SHAPE))
     assert abs(table.loc[token, "mmacs"] * 1e6 - measured) <= 0.02 * measured
 
 

@@ -6,6 +6,7 @@ from mmcv.cnn import NonLocal2d as MMCVNonLocal2d
 
 from attnbench.attention import CBAM, GlobalContext, NonLocal2d, SqueezeExcite
 from attnbench.flops import count_macs
+from attnbench.sweep.catalog import build_mechanism
 from attnbench.variants import MECHANISMS, SURVEY_VARIANTS
 from reference import fc, params64, randomize
 
@@ -118,18 +119,10 @@ def test_residual_blocks_start_as_identity(cls):
 SURVEY_PLUGINS = [t for t in SURVEY_VARIANTS if MECHANISMS[t].placement == "plugin"]
 
 
-def build_plugin(token, channels):
-    from mmengine.registry import MODELS
-
-    import attnbench.mm  # noqa: F401
-
-    return MODELS.build(dict(type=MECHANISMS[token].type, in_channels=channels, **MECHANISMS[token].kwargs))
-
-
 @pytest.mark.parametrize("token", SURVEY_PLUGINS)
 @pytest.mark.parametrize("shape", [(2, 64, 12, 10), (1, 32, 7, 9)])
 def test_plugins_keep_the_shape_and_macs_match_the_counter(token, shape):
-    m = build_plugin(token, shape[1]).eval()
+    m = build_mechanism(token, shape[1]).eval()
     x = torch.randn(shape)
     assert m(x).shape == x.shape
     measured = count_macs(m, x)
@@ -140,7 +133,7 @@ def test_plugins_keep_the_shape_and_macs_match_the_counter(token, shape):
 @pytest.mark.parametrize("shape", [(2, 8, 4), (2, 15, 4, 4), (16,)])
 def test_bad_input_shapes_are_rejected(token, shape):
     with pytest.raises(ValueError, match=r"expected input \(N, 16, H, W\), got"):
-        build_plugin(token, 16)(torch.randn(shape))
+        build_mechanism(token, 16)(torch.randn(shape))
 
 
 @pytest.mark.parametrize("build,message", [

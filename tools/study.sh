@@ -27,11 +27,17 @@ PYTHON=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-3}
 JOBS=${JOBS:-2}
 RESULTS=${RESULTS:-results/mini-sweep}
-STUDY_MODULES=deformable,dynamic,area,0010+deformable,1111+deformable
-# the survey's rows of a task (attnbench.variants.vision_rows), after the study's
-survey_rows() {
-    "$PYTHON" -c "from attnbench.variants import SURVEY_VARIANTS, vision_rows
-print(','.join(v for v in vision_rows('$1') if v in SURVEY_VARIANTS))"
+# every row of a task but the baseline and the factor sets (which --factors all adds), from the
+# project's own lists: attnbench.variants.vision_rows and the translation task's mechanisms
+module_rows() {
+    "$PYTHON" -c "from attnbench.attention.factors import ALL_FACTORS
+if '$1' == 'nmt':
+    from attnbench.sweep.tasks import TASKS
+    rows = TASKS['nmt'].modules
+else:
+    from attnbench.variants import vision_rows
+    rows = vision_rows('$1')
+print(','.join(v for v in rows if v != 'baseline' and v not in ALL_FACTORS))"
 }
 
 sweep() {
@@ -50,8 +56,7 @@ done
 for p in "${parts[@]}"; do
     echo "== study part: $p ($(date -u +%H:%M:%S))"
     case $p in
-        det | seg) sweep --tasks "$p" --factors all --modules "$STUDY_MODULES,$(survey_rows "$p")" ;;
-        nmt) sweep --tasks nmt --factors all --modules dynamic,lightweight,area,deformable ;;
+        det | seg | nmt) sweep --tasks "$p" --factors all --modules "$(module_rows "$p")" ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

@@ -6,6 +6,7 @@ Faster R-CNN R-50-FPN at 800x1333 has a 50x84 map there, and the Bottleneck's co
 from __future__ import annotations
 
 import pandas as pd
+import torch.nn as nn
 from mmengine.registry import MODELS
 
 from attnbench.attention import ObjectContext
@@ -18,22 +19,27 @@ REFERENCE_SHAPE = (1, 256, 50, 84)
 REFERENCE_REGIONS = 19
 
 
-def _params_and_macs(variant: str, shape: tuple[int, int, int, int]) -> tuple[int, int]:
-    """Parameters and analytic MACs of the module a one-token variant adds, on an input of ``shape``:
-    a plugin after conv2, a conv2 replacement, or a head's object context (``C`` channels in)."""
-    parsed, channels = Variant.parse(variant), shape[1]
-    overrides = parsed.backbone_overrides()
+def build_mechanism(token: str, channels: int) -> nn.Module:
+    """The module a one-token variant adds, built as the benchmark builds it: a plugin after a conv2
+    of ``channels`` channels, that conv2's replacement (3x3, stride 1), or a decode head's object
+    context (``channels`` in)."""
+    parsed = Variant.parse(token)
     if parsed.head:
-        module = ObjectContext(channels)
-        return sum(p.numel() for p in module.parameters()), module.macs(shape, REFERENCE_REGIONS)
+        return ObjectContext(channels)
+    overrides = parsed.backbone_overrides()
     if "dcn" in overrides:
         cfg = {k: v for k, v in overrides["dcn"].items() if k != "fallback_on_stride"}
-        module = MODELS.build(dict(cfg, in_channels=channels, out_channels=channels, kernel_size=3,
-                                   stride=1, padding=1, dilation=1, bias=False))
-    else:
-        (plugin,) = overrides["plugins"]
-        module = MODELS.build(dict(plugin["cfg"], in_channels=channels))
-    return sum(p.numel() for p in module.parameters()), module.macs(shape)
+        return MODELS.build(dict(cfg, in_channels=channels, out_channels=channels, kernel_size=3,
+                                 stride=1, padding=1, dilation=1, bias=False))
+    (plugin,) = overrides["plugins"]
+    return MODELS.build(dict(plugin["cfg"], in_channels=channels))
+
+
+def _params_and_macs(token: str, shape: tuple[int, int, int, int]) -> tuple[int, int]:
+    """Parameters and analytic MACs of :func:`build_mechanism`'s module on an input of ``shape``."""
+    module = build_mechanism(token, shape[1])
+    macs = module.macs(shape, REFERENCE_REGIONS) if isinstance(module, ObjectContext) else module.macs(shape)
+    return sum(p.numel() for p in module.parameters()), macs
 
 
 def mechanism_table(shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> pd.DataFrame:
