@@ -221,15 +221,6 @@ def test_gradcheck(cls, kwargs):
     assert torch.autograd.gradcheck(m, (x,), fast_mode=True)
 
 
-def test_double_attention_starts_as_identity():
-    torch.manual_seed(0)
-    m = DoubleAttention(16)
-    x = torch.randn(2, 16, 5, 6)
-    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
-    randomize(m).reset_parameters()
-    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
-
-
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("channels", [16, 2048])
 def test_defaults_cover_the_benchmark_widths(cls, channels):

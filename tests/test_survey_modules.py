@@ -4,7 +4,9 @@ import torch
 from mmcv.cnn import ContextBlock
 from mmcv.cnn import NonLocal2d as MMCVNonLocal2d
 
-from attnbench.attention import CBAM, GlobalContext, NonLocal2d, SqueezeExcite
+from attnbench.attention import (
+    CBAM, AsymmetricNonLocal2d, DoubleAttention, DualAttention, GlobalContext, InteractionAggregation2d, NonLocal2d,
+    SqueezeExcite)
 from attnbench.flops import count_macs
 from attnbench.sweep.catalog import build_mechanism
 from attnbench.variants import MECHANISMS, SURVEY_VARIANTS
@@ -105,10 +107,16 @@ def test_gradcheck(cls, kwargs):
     assert torch.autograd.gradcheck(m, (x,))
 
 
-@pytest.mark.parametrize("cls", [GlobalContext, NonLocal2d])
-def test_residual_blocks_start_as_identity(cls):
+#: Residual survey blocks (y = x + f(x)) whose last layer or gamma starts at zero, with their modes.
+RESIDUAL_BLOCKS = [(GlobalContext, {}), (NonLocal2d, {}), (DoubleAttention, {}), (DualAttention, {}),
+                   (AsymmetricNonLocal2d, {}),
+                   *[(InteractionAggregation2d, dict(mode=mode)) for mode in ("channel", "spatial", "both")]]
+
+
+@pytest.mark.parametrize("cls,kwargs", RESIDUAL_BLOCKS)
+def test_residual_blocks_start_as_identity(cls, kwargs):
     torch.manual_seed(0)
-    m = cls(16)
+    m = cls(16, **kwargs)
     x = torch.randn(2, 16, 5, 6)
     torch.testing.assert_close(m(x), x, rtol=0, atol=0)
     randomize(m).reset_parameters()

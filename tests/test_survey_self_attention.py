@@ -214,16 +214,6 @@ def test_gradcheck(cls, kwargs):
     assert torch.autograd.gradcheck(m, (x,))
 
 
-@pytest.mark.parametrize("cls,kwargs", [(DualAttention, {}), (AsymmetricNonLocal2d, {}),
-                                        *[(InteractionAggregation2d, dict(mode=mode)) for mode in IAU_MODES]])
-def test_blocks_start_as_identity(cls, kwargs):
-    m = cls(16, **kwargs)
-    x = torch.randn(2, 16, 5, 6)
-    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
-    randomize(m).reset_parameters()
-    torch.testing.assert_close(m(x), x, rtol=0, atol=0)
-
-
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("channels", [16, 2048])
 def test_defaults_build_for_benchmark_widths(cls, channels):
