@@ -161,6 +161,36 @@ def test_plan_identity_and_resume_keys():
     assert runs[0].run_id == build_plan(["det"], ["0110"], [], 2, "mini")[0].run_id
 
 
+@pytest.mark.parametrize("jobs, threads, expected", [(1, None, None), (2, None, None), (2, 1, "1"), (1, 3, "3")])
+def test_local_runs_get_their_share_of_the_cpu_threads(tmp_path, monkeypatch, jobs, threads, expected):
+    """Each worker gets OMP_NUM_THREADS = --threads, or the CPU cores shared out between the --jobs."""
+    import os
+
+    import attnbench.sweep.launch as launch
+
+    seen, real_run = [], subprocess.run
+
+    def fake_run(command, **kwargs):  # the worker's launch; git (the commit of the row) runs for real
+        if "env" not in kwargs:
+            return real_run(command, **kwargs)
+        seen.append(kwargs["env"]["OMP_NUM_THREADS"])
+        Path(command[-1]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    store = ResultsStore(tmp_path / "results")
+    runs = [Run("det", "mini", "baseline", seed, None, str(vision_config_path("det", "mini", "baseline")), {})
+            for seed in range(2)]
+    rows = list(SweepRunner(store, jobs=jobs, threads=threads).run_all(runs))
+    assert [row["status"] for row in rows] == ["ok", "ok"]
+    assert seen == [expected or str(max(1, os.cpu_count() // jobs))] * 2
+
+
+def test_bad_thread_count_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="--threads"):
+        SweepRunner(ResultsStore(tmp_path / "results"), threads=0)
+
+
 def test_submitit_launcher_runs_and_records(tmp_path):
     """The slurm path, through submitit's local executor."""
     store = ResultsStore(tmp_path / "results")

@@ -37,6 +37,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print the plan, configs and FLOPs; train nothing")
     p.add_argument("--launcher", default="local", help="local, slurm, or submitit-local (testing)")
     p.add_argument("--jobs", type=int, default=1, help="parallel local runs")
+    p.add_argument("--threads", type=int, help="CPU threads per local run (default: CPU cores // --jobs; "
+                   "lower it when something else shares the CPU)")
     p.add_argument("--partition", help="slurm partition")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm run")
     p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per slurm run")
@@ -70,7 +72,8 @@ def main() -> int:
         wandb = None if args.no_wandb else dict(
             project=args.wandb_project, group=args.wandb_group or store.root.name, mode=wandb_mode())
         runner = SweepRunner(store, args.launcher, args.jobs, wandb,
-                             dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min))
+                             dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min),
+                             args.threads)
     except ValueError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
         return 2

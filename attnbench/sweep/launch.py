@@ -43,12 +43,17 @@ class SweepRunner:
     """Executes runs and records one result row each in the store."""
 
     def __init__(self, store: ResultsStore, launcher: str = "local", jobs: int = 1, wandb: dict | None = None,
-                 slurm: dict | None = None):
+                 slurm: dict | None = None, threads: int | None = None):
         if launcher not in LAUNCHERS:
             raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
         if jobs < 1:
             raise ValueError(f"--jobs must be a positive integer, got {jobs}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads must be a positive integer, got {threads}")
         self.store, self.launcher, self.jobs = store, launcher, jobs
+        # CPU threads of each local run: the cores shared out between the parallel runs unless given
+        # (more threads than cores in all makes every run several times slower)
+        self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         self.wandb, self.slurm = wandb, slurm or {}
         self.commit = _git_commit()
 
@@ -67,7 +72,7 @@ class SweepRunner:
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
         command, result = self._command(run)
-        env = os.environ | {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // self.jobs))}
+        env = os.environ | {"OMP_NUM_THREADS": str(self.threads)}
         with open(self.run_dir(run) / "run.log", "w") as log:
             proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self._read_result(result, f"worker exited with code {proc.returncode}")
