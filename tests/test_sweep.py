@@ -135,6 +135,16 @@ def test_pareto_front():
     assert list(pareto_front(points)["variant"]) == ["a", "c"]
 
 
+def test_summary_welch_t_against_the_baseline():
+    values = {"baseline": [1.0, 2.0, 3.0], "0010": [3.0, 4.0, 5.0], "0100": [9.0]}
+    rows = [dict(task="det", preset="mini", slot=None, variant=v, seed=i, metric="m", value=x, status="ok",
+                 macs_model=1.0, macs_modules=0.0, params_model=1.0) for v, xs in values.items() for i, x in enumerate(xs)]
+    s = summarize(pd.DataFrame(rows)).set_index("variant")
+    assert s.loc["0010", "delta"] == pytest.approx(2.0) and s.loc["0100", "delta"] == pytest.approx(7.0)
+    assert s.loc["0010", "delta_t"] == pytest.approx(2.0 / (1 / 3 + 1 / 3) ** 0.5)
+    assert pd.isna(s.loc["0100", "delta_t"]) and pd.isna(s.loc["baseline", "delta_t"])  # one seed; itself
+
+
 def test_factor_effects_recover_planted_term_effects():
     """metric = 1.0 E2 + 0.5 E3 (+-0.1 between two seeds): E2 and E3 show, E1 and E4 do not."""
     from attnbench.attention.factors import ALL_FACTORS
@@ -150,6 +160,9 @@ def test_factor_effects_recover_planted_term_effects():
     assert list(effects["pairs"]) == [8, 8, 8, 8]
     assert effects["effect"].to_dict() == pytest.approx({"E1": 0.0, "E2": 1.0, "E3": 0.5, "E4": 0.0})
     assert effects["seed_std"].iloc[0] == pytest.approx(2 ** 0.5 * 0.1)
+    # 8 pairs of rows with 2 seeds each: se = seed_std * sqrt(8 * (1/2 + 1/2)) / 8
+    assert effects["effect_se"].iloc[0] == pytest.approx(2 ** 0.5 * 0.1 / 8 ** 0.5)
+    assert effects.loc["E2", "z"] == pytest.approx(1.0 / effects.loc["E2", "effect_se"])
     without_baseline = factor_effects(pd.DataFrame([r for r in rows if r["variant"] != "baseline"]))
     assert list(without_baseline["pairs"]) == [7, 7, 7, 7]  # the pair with 0000 is gone
 

@@ -16,10 +16,10 @@
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md) and the main
 #           effects of the terms E1..E4 (effects.md) of RESULTS
 #
-# Cost on the 2-core CPU this was written on (per-run times of results/mini-sweep/results.csv, two runs
-# at a time): det ~180 s and seg ~150-250 s per run, nmt ~260 s; with 3 seeds the vision parts are
-# ~40 rows x 3 seeds each and nmt ~60 rows x 3 seeds, many hours in all: run the parts in turn,
-# each resumes where it stopped (see README, "Reproduction study").
+# Cost on the 2-core CPU this was written on (two runs at a time, one thread each): det ~2-4 min
+# and seg ~3-5 min per run (the deformable rows the slowest), nmt ~1 min; with 3 seeds that is
+# ~110 runs for each vision part and 174 for nmt, many hours in all: run the parts in turn, each
+# resumes where it stopped (see README, "Reproduction study").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

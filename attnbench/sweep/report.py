@@ -27,7 +27,12 @@ _GROUP = ["task", "preset", "slot", "variant"]
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds per variant, with the delta against the baseline."""
+    """Mean, std and count over seeds per variant, with the delta against the baseline.
+
+    ``delta_t`` is Welch's t of that delta, ``delta / sqrt(std^2/seeds + std_baseline^2/seeds_baseline)``,
+    where both rows have two seeds or more (NaN otherwise): beyond about 2 (3 seeds each: 2.8 for
+    p < 0.05, two-sided) the difference is larger than the seed noise.
+    """
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     summary = ok.groupby(_GROUP, dropna=False).agg(
@@ -36,9 +41,16 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
-    baseline = summary[summary["variant"] == "baseline"].set_index(["task", "preset", "slot"])["mean"]
+    baseline = summary[summary["variant"] == "baseline"].set_index(["task", "preset", "slot"])
     keys = list(zip(summary["task"], summary["preset"], summary["slot"]))
-    summary["delta"] = [m - baseline.get(k, float("nan")) for m, k in zip(summary["mean"], keys)]
+    nan = pd.Series({"mean": float("nan"), "std": float("nan"), "seeds": 0})
+    reference = pd.DataFrame([baseline.loc[k] if k in baseline.index else nan for k in keys])
+    summary["delta"] = summary["mean"].to_numpy() - reference["mean"].to_numpy()
+    variance = summary["std"].to_numpy() ** 2 / summary["seeds"].to_numpy() \
+        + reference["std"].to_numpy() ** 2 / reference["seeds"].to_numpy()
+    repeated = (summary["seeds"].to_numpy() > 1) & (reference["seeds"].to_numpy() > 1) & (variance > 0) \
+        & (summary["variant"].to_numpy() != "baseline")
+    summary["delta_t"] = [d / v ** 0.5 if r else float("nan") for d, v, r in zip(summary["delta"], variance, repeated)]
     return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
 
 
@@ -61,6 +73,7 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
         "variant": s["variant"], "metric": s["metric"],
         "mean ± std": [f"{m:.4f} ± {d:.4f}" for m, d in zip(s["mean"], s["std"])], "seeds": s["seeds"],
         "delta vs baseline": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
+        "t": s["delta_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
         "GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)})
     if fmt == "csv":
         return table.to_csv(index=False)
@@ -82,26 +95,32 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
     attention everywhere and is left out); the effect is the change of the seed-mean metric over
     those pairs: up to 8 pairs per term, fewer when rows are missing. ``seed_std`` is the pooled
     standard deviation over seeds of the task's variants run with two seeds or more (NaN without),
-    the noise an effect is to be compared with.
+    the noise an effect is to be compared with; ``effect_se`` the standard error it gives the
+    effect, ``seed_std * sqrt(sum over pairs of 1/n_on + 1/n_off) / pairs`` with ``n`` the seeds
+    of each row (the pairs share no row), and ``z = effect / effect_se``.
     """
     s = summarize(results)
     rows = []
     for (task, preset, slot), group in s.groupby(["task", "preset", "slot"]):
         means = {v: m for v, m in zip(group["variant"], group["mean"]) if v in ALL_FACTORS}
+        seeds = dict(zip(group["variant"], group["seeds"]))
         if task != "nmt" and "baseline" in set(group["variant"]):
             means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
+            seeds["0000"] = seeds["baseline"]
         repeated = group[group["seeds"] > 1]
         seed_std = (((repeated["std"] ** 2) * (repeated["seeds"] - 1)).sum() / (repeated["seeds"] - 1).sum()) ** 0.5 \
             if len(repeated) else float("nan")
         for k, term in enumerate(TERMS):
-            diffs = pd.Series([m - means[v[:k] + "0" + v[k + 1:]] for v, m in means.items()
-                               if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means], dtype=float)
-            if len(diffs):
-                rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(diffs),
-                                 effect=diffs.mean(), effect_std=diffs.std() if len(diffs) > 1 else float("nan"),
-                                 min=diffs.min(), max=diffs.max(), seed_std=seed_std))
+            pairs = [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
+            if not pairs:
+                continue
+            diffs = pd.Series([means[on] - means[off] for on, off in pairs], dtype=float)
+            effect_se = seed_std * sum(1 / seeds[on] + 1 / seeds[off] for on, off in pairs) ** 0.5 / len(pairs)
+            rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(pairs), effect=diffs.mean(),
+                             effect_std=diffs.std() if len(pairs) > 1 else float("nan"), min=diffs.min(),
+                             max=diffs.max(), seed_std=seed_std, effect_se=effect_se, z=diffs.mean() / effect_se))
     return pd.DataFrame(rows, columns=["task", "preset", "slot", "term", "pairs", "effect", "effect_std",
-                                       "min", "max", "seed_std"])
+                                       "min", "max", "seed_std", "effect_se", "z"])
 
 
 def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
