@@ -1,4 +1,5 @@
 """The sweep: results store, plan validation, failure recording, resume, W&B offline, plots."""
+import io
 import json
 import subprocess
 import sys
@@ -143,6 +144,26 @@ def test_summary_welch_t_against_the_baseline():
     assert s.loc["0010", "delta"] == pytest.approx(2.0) and s.loc["0100", "delta"] == pytest.approx(7.0)
     assert s.loc["0010", "delta_t"] == pytest.approx(2.0 / (1 / 3 + 1 / 3) ** 0.5)
     assert pd.isna(s.loc["0100", "delta_t"]) and pd.isna(s.loc["baseline", "delta_t"])  # one seed; itself
+
+
+def test_compare_cli_filters_tasks_and_slots(tmp_path):
+    store = ResultsStore(tmp_path / "results")
+    for run_id, task, slot, variant, value in [("a", "det", None, "baseline", 0.3), ("b", "nmt", None, "baseline", 80.0),
+                                               ("c", "nmt", "enc-dec", "0111", 75.0), ("d", "nmt", "enc-self", "0111", 79.0)]:
+        store.record(dict(run_id=run_id, task=task, preset="mini", slot=slot, variant=variant, seed=0, metric="m",
+                          value=value, status="ok", macs_model=1e9, macs_modules=0.0, params_model=1.0))
+
+    def compare(*argv):
+        return subprocess.run([sys.executable, str(ROOT / "tools/compare.py"), "--results", str(store.root), *argv],
+                              capture_output=True, text=True, timeout=120)
+
+    shown = compare("--tasks", "nmt", "--slot", "enc-dec", "--format", "csv")
+    assert shown.returncode == 0, shown.stderr
+    table = pd.read_csv(io.StringIO(shown.stdout))
+    assert set(table["task"]) == {"nmt/enc-dec"} and set(table["variant"]) == {"baseline", "0111"}
+    assert table.set_index("variant").loc["0111", "delta vs baseline"] == pytest.approx(-5.0)
+    missing = compare("--tasks", "seg")
+    assert missing.returncode == 2 and "no results" in missing.stderr
 
 
 def test_factor_effects_recover_planted_term_effects():

@@ -2,6 +2,7 @@
 
     python tools/compare.py [--results results/sweep] [--format text|markdown|csv]
     python tools/compare.py --effects       # main effect of each term E1..E4 (paired factor sets)
+    python tools/compare.py --tasks nmt --slot enc-dec
 """
 import argparse
 
@@ -16,8 +17,16 @@ def main() -> None:
     p.add_argument("--effects", action="store_true",
                    help="the main effect of each term E1..E4 instead: the metric's change when the term is added "
                    "to a factor set, over the pairs of sets that differ in it only")
+    p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
+    p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
     args = p.parse_args()
     results = ResultsStore(args.results).read()
+    if args.tasks:
+        results = results[results["task"].isin(args.tasks.split(","))]
+    if args.slot:
+        results = results[results["slot"].isin([args.slot]) | results["slot"].isna()]
+    if results.empty:
+        p.error(f"no results in {args.results} for tasks {args.tasks or 'any'} and slot {args.slot or 'any'}")
     if not args.effects:
         print(comparison_table(results, args.format))
         return
