@@ -220,6 +220,29 @@ def test_local_runs_get_their_share_of_the_cpu_threads(tmp_path, monkeypatch, jo
     assert seen == [expected or str(max(1, os.cpu_count() // jobs))] * 2
 
 
+def test_rows_record_the_commit_and_whether_the_code_differs_from_it(tmp_path, monkeypatch):
+    import attnbench
+    import attnbench.sweep.launch as launch
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    (tmp_path / "attnbench").mkdir()
+    (tmp_path / "results").mkdir()
+    for path in ("attnbench/__init__.py", "results/results.csv"):
+        (tmp_path / path).write_text("x\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    commit = git("rev-parse", "--short", "HEAD").strip()
+    monkeypatch.setattr(attnbench, "__file__", str(tmp_path / "attnbench/__init__.py"))
+    assert launch._git_commit() == commit
+    (tmp_path / "results/results.csv").write_text("y\n")  # the sweep's own output does not count
+    assert launch._git_commit() == commit
+    (tmp_path / "attnbench/__init__.py").write_text("y\n")
+    assert launch._git_commit() == commit + "+dirty"
+
+
 def test_bad_thread_count_is_refused(tmp_path):
     with pytest.raises(ValueError, match="--threads"):
         SweepRunner(ResultsStore(tmp_path / "results"), threads=0)

@@ -18,7 +18,7 @@
 #
 # Cost on the 2-core CPU this was written on (two runs at a time, one thread each): det ~2-4 min
 # and seg ~3-5 min per run (the deformable rows the slowest), nmt ~1 min; with 3 seeds that is
-# ~110 runs for each vision part and 174 for nmt, many hours in all: run the parts in turn, each
+# ~110 runs for each vision part and 165 for nmt, many hours in all: run the parts in turn, each
 # resumes where it stopped (see README, "Reproduction study").
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,11 +19,18 @@ LAUNCHERS = ("local", "slurm", "submitit-local")
 
 
 def _git_commit() -> str:
+    """The checkout's commit, ``+dirty`` when the code or configs the runs use differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=Path(attnbench.__file__).parent,
+                              check=True).stdout.strip()
+
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(attnbench.__file__).parent, check=True).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
+        root = git("rev-parse", "--show-toplevel")
+        changed = git("-C", root, "status", "--porcelain", "--untracked-files=no", "--", "attnbench", "configs", "tools")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return commit + ("+dirty" if changed else "")
 
 
 def _now() -> str:

@@ -1,5 +1,5 @@
 # A CPU-sized Transformer (2 + 2 layers, width 64, pre-norm) on the synthetic mini corpus, standard
-# multi-head attention in all three slots; sized so that the study's 174 translation runs fit in a
+# multi-head attention in all three slots; sized so that the study's 165 translation runs fit in a
 # few CPU-hours and short of saturating the corpus (a 3 + 3, width-128 model trained for 1,000
 # iterations reached 99 BLEU with every query-dependent slot and could not tell them apart).
 # The corpus is generated into data/mini_corpus/ on first use.
