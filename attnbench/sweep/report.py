@@ -135,7 +135,7 @@ def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True) -> list[Path]:
-    """One panel per task (and NMT slot): metric vs model GMACs; PNG and SVG."""
+    """One panel per task (and NMT slot), three to a row: metric vs model GMACs; PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,8 +145,12 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
     panels = list(summary.groupby(["task", "preset", "slot"], sort=True))
     if not panels:
         raise ValueError("no successful runs to plot")
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
-    for ax, ((task, preset, slot), points) in zip(axes[0], panels):
+    columns = min(len(panels), 3)
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.5 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, ((task, preset, slot), points) in zip(axes.flat, panels):
         x = points["macs_model"] / 1e9
         ax.errorbar(x, points["mean"], yerr=points["std"], fmt="o", color="tab:blue", capsize=3,
                     label="measured (mean ± std over seeds)")
