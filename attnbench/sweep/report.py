@@ -78,7 +78,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
     if fmt == "csv":
         return table.to_csv(index=False)
     if fmt == "markdown":
-        return table.to_markdown(index=False)
+        numeric = {"seeds", "delta vs baseline", "t", "GMACs model", "GMACs attention"}
+        return table.to_markdown(index=False, disable_numparse=True,  # keeps the signs of the deltas
+                                 colalign=["right" if c in numeric else "left" for c in table.columns])
     if fmt == "text":
         return table.to_string(index=False)
     raise ValueError(f"unknown format {fmt!r}; choose from text, markdown, csv")
