@@ -164,6 +164,8 @@ def test_compare_cli_filters_tasks_and_slots(tmp_path):
     assert table.set_index("variant").loc["0111", "delta vs baseline"] == pytest.approx(-5.0)
     missing = compare("--tasks", "seg")
     assert missing.returncode == 2 and "no results" in missing.stderr
+    misspelt = compare("--tasks", "nmt", "--slot", "encdec")
+    assert misspelt.returncode == 2 and "for slot 'encdec' (slots there: ['enc-dec', 'enc-self'])" in misspelt.stderr
 
 
 def test_factor_effects_recover_planted_term_effects():

@@ -24,7 +24,10 @@ def main() -> None:
     if args.tasks:
         results = results[results["task"].isin(args.tasks.split(","))]
     if args.slot:
-        results = results[results["slot"].isin([args.slot]) | results["slot"].isna()]
+        if not (results["slot"] == args.slot).any():
+            p.error(f"no results in {args.results} for slot {args.slot!r} (slots there: "
+                    f"{sorted(results['slot'].dropna().unique())})")
+        results = results[(results["slot"] == args.slot) | results["slot"].isna()]
     if results.empty:
         p.error(f"no results in {args.results} for tasks {args.tasks or 'any'} and slot {args.slot or 'any'}")
     if not args.effects:

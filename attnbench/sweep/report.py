@@ -41,16 +41,13 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
         params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
-    baseline = summary[summary["variant"] == "baseline"].set_index(["task", "preset", "slot"])
-    keys = list(zip(summary["task"], summary["preset"], summary["slot"]))
-    nan = pd.Series({"mean": float("nan"), "std": float("nan"), "seeds": 0})
-    reference = pd.DataFrame([baseline.loc[k] if k in baseline.index else nan for k in keys])
-    summary["delta"] = summary["mean"].to_numpy() - reference["mean"].to_numpy()
-    variance = summary["std"].to_numpy() ** 2 / summary["seeds"].to_numpy() \
-        + reference["std"].to_numpy() ** 2 / reference["seeds"].to_numpy()
-    repeated = (summary["seeds"].to_numpy() > 1) & (reference["seeds"].to_numpy() > 1) & (variance > 0) \
-        & (summary["variant"].to_numpy() != "baseline")
-    summary["delta_t"] = [d / v ** 0.5 if r else float("nan") for d, v, r in zip(summary["delta"], variance, repeated)]
+    keys = ["task", "preset", "slot"]
+    baseline = summary.loc[summary["variant"] == "baseline", [*keys, "mean", "std", "seeds"]]
+    reference = summary[keys].merge(baseline, on=keys, how="left")  # row for row: a left merge keeps the order
+    summary["delta"] = summary["mean"] - reference["mean"]
+    error = (summary["std"] ** 2 / summary["seeds"] + reference["std"] ** 2 / reference["seeds"]) ** 0.5
+    repeated = (summary["seeds"] > 1) & (reference["seeds"] > 1) & (error > 0) & (summary["variant"] != "baseline")
+    summary["delta_t"] = (summary["delta"] / error).where(repeated)
     return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
 
 
