@@ -168,6 +168,36 @@ def test_compare_cli_filters_tasks_and_slots(tmp_path):
     assert misspelt.returncode == 2 and "for slot 'encdec' (slots there: ['enc-dec', 'enc-self'])" in misspelt.stderr
 
 
+def test_readme_tables_refresh_from_the_store_they_name(tmp_path):
+    store = ResultsStore(tmp_path / "results")
+    for run_id, variant, value in [("a", "baseline", 0.3), ("b", "0010", 0.5)]:
+        store.record(dict(run_id=run_id, task="det", preset="mini", slot=None, variant=variant, seed=0, metric="m",
+                          value=value, status="ok", macs_model=1e9, macs_modules=0.0, params_model=1.0))
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"Intro.\n<!-- compare.py --results {store.root} --format csv -->\nold table\n"
+                   "<!-- end compare.py -->\nOutro.\n")
+
+    def tables(*argv):
+        return subprocess.run([sys.executable, str(ROOT / "tools/readme_tables.py"), str(doc), *argv],
+                              capture_output=True, text=True, timeout=120)
+
+    stale = tables("--check")
+    assert stale.returncode == 1 and "stale: compare.py --results" in stale.stdout
+    assert "old table" in doc.read_text()  # --check writes nothing
+    assert tables().returncode == 0 and tables("--check").returncode == 0
+    intro, table, outro = doc.read_text().split("\n<!-- ")[0], *doc.read_text().split("-->\n")[1:]
+    assert intro == "Intro." and outro == "Outro.\n"
+    shown = pd.read_csv(io.StringIO(table.removesuffix("<!-- end compare.py ")))
+    assert shown.set_index("variant").loc["0010", "delta vs baseline"] == pytest.approx(0.2)
+
+
+def test_readme_tables_are_the_committed_results():
+    """Every table in the README is what compare.py prints from the results store it names."""
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/readme_tables.py"), "--check"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + "\n(run python tools/readme_tables.py)"
+
+
 def test_factor_effects_recover_planted_term_effects():
     """metric = 1.0 E2 + 0.5 E3 (+-0.1 between two seeds): E2 and E3 show, E1 and E4 do not."""
     from attnbench.attention.factors import ALL_FACTORS

@@ -5,12 +5,13 @@
     python tools/compare.py --tasks nmt --slot enc-dec
 """
 import argparse
+from collections.abc import Sequence
 
 from attnbench.sweep.report import comparison_table, factor_effects
 from attnbench.sweep.store import ResultsStore
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep")
     p.add_argument("--format", default="text", choices=["text", "markdown", "csv"])
@@ -19,7 +20,7 @@ def main() -> None:
                    "to a factor set, over the pairs of sets that differ in it only")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     results = ResultsStore(args.results).read()
     if args.tasks:
         results = results[results["task"].isin(args.tasks.split(","))]

@@ -9,6 +9,7 @@ import pandas as pd
 import torch.nn as nn
 from mmengine.registry import MODELS
 
+from attnbench import mm  # noqa: F401  registers the plugins MODELS builds
 from attnbench.attention import ObjectContext
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.variants import GENERALIZED_ATTENTION_PAPER, MECHANISMS, Variant
