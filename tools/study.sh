@@ -16,10 +16,10 @@
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md) and the main
 #           effects of the terms E1..E4 (effects.md) of RESULTS
 #
-# Cost on the 2-core CPU this was written on (two runs at a time, one thread each): det ~2-4 min
-# and seg ~3-5 min per run (the deformable rows the slowest), nmt ~1 min; with 3 seeds that is
-# ~110 runs for each vision part and 165 for nmt, many hours in all: run the parts in turn, each
-# resumes where it stopped (see README, "Reproduction study").
+# Cost on the 2-core CPU this was written on (two runs at a time, one thread each), measured as
+# wall time per run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training), nmt ~37 s;
+# with 3 seeds that is ~110 runs for each vision part and 165 for nmt, about 11 hours in all: run
+# the parts in turn, each resumes where it stopped (see README, "Reproduction study").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
