@@ -6,7 +6,7 @@ import argparse
 
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import add_config_args, config_from_args, resumable_checkpoints
+from attnbench.mm.runner import add_config_args, closing_process_group, config_from_args, resumable_checkpoints
 
 
 def main() -> None:
@@ -17,7 +17,7 @@ def main() -> None:
     cfg = config_from_args(args)
     cfg.load_from = args.checkpoint
     runner = Runner.from_cfg(cfg)
-    with resumable_checkpoints():
+    with resumable_checkpoints(), closing_process_group():
         print(runner.test())
 
 

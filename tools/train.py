@@ -12,7 +12,7 @@ import argparse
 
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import add_config_args, config_from_args, resumable_checkpoints
+from attnbench.mm.runner import add_config_args, closing_process_group, config_from_args, resumable_checkpoints
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
         cfg.resume = True
         cfg.load_from = None if args.resume == "auto" else args.resume
     runner = Runner.from_cfg(cfg)
-    with resumable_checkpoints():
+    with resumable_checkpoints(), closing_process_group():
         runner.train()
 
 

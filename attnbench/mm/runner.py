@@ -70,6 +70,22 @@ def resumable_checkpoints():
         yield
 
 
+@contextmanager
+def closing_process_group():
+    """Destroy the process group of a distributed run at the end of this block.
+
+    Left to process exit, gloo's threads can abort a rank ("terminate called without an active
+    exception", exit code -6) after the run itself has finished; the barrier keeps one rank from
+    tearing down while another still talks to it.
+    """
+    import torch.distributed as dist
+
+    yield
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def setup_cpu_distributed(cfg: Config) -> None:
     """Make ``--launcher pytorch`` work on CPU-only machines (gloo).
 
