@@ -110,6 +110,15 @@ def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
     assert [r.variant for r in todo] == ["1111"]
 
 
+def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
+    store, runner, runs, rows = sweep
+    baseline = runs[0]
+    assert (runner.run_dir(baseline) / "last_checkpoint").exists()  # what a rerun resumes from
+    (row,) = runner.run_all([baseline])
+    assert row["status"] == "ok", row.get("error")
+    assert row["value"] == pytest.approx(rows["baseline"]["value"])  # the same final weights, validated
+
+
 def test_wandb_offline_run_has_config_and_summary(sweep):
     store, runner, runs, _ = sweep
     (run_file,) = runner.run_dir(runs[1]).glob("**/offline-run-*/run-*.wandb")

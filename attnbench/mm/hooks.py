@@ -19,7 +19,11 @@ class StopOnInvalidLossHook(Hook):
 @HOOKS.register_module()
 class RunSummaryHook(Hook):
     """Keep the last validation metrics; write them and ``extra`` values (FLOPs, parameters) to the
-    W&B run summary before the visualizer closes at the end of training."""
+    W&B run summary before the visualizer closes at the end of training.
+
+    A run killed between its final checkpoint and that checkpoint's validation resumes with nothing
+    left to train, and its loop validates nothing: the hook then validates the final weights itself.
+    """
 
     priority = "HIGH"  # after_run before LoggerHook's, which closes the W&B run
 
@@ -29,6 +33,10 @@ class RunSummaryHook(Hook):
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         self.metrics = dict(metrics or {})
+
+    def after_train(self, runner) -> None:
+        if not self.metrics and runner.val_loop is not None:
+            runner.val_loop.run()
 
     def after_run(self, runner) -> None:
         backend = runner.visualizer.get_backend("WandbVisBackend")
