@@ -2,10 +2,13 @@
 
     python tools/benchmark_attention.py                  # detection-scale default, prints a table
     python tools/benchmark_attention.py --size 25 42 --factors 1111,0010
+    python tools/benchmark_attention.py --device cuda --amp fp16 --implementation chunked
 
 Each (implementation, factors) pair runs in a fresh process: same weights (attnbench loads the
-mmcv module's state_dict), same input, fp32 forward + backward. "added peak" is the growth of the
-process's peak resident memory during the first forward + backward; time is the median of the
+mmcv module's state_dict), same input, forward + backward in fp32 or under fp16/bf16 autocast
+(``--amp``); ``--implementation`` picks attnbench's path (``auto``: fused on CUDA, chunked
+elsewhere). "added MB" is the growth of the process's peak resident memory (on CUDA: of the peak
+allocated device memory) during the first forward + backward; time is the median of the
 following repeats. mmcv cannot run E2 without E4 (0100, 0110, 1100, 1110) on non-square maps;
 those rows are compared with mmcv's 1111.
 """
@@ -34,7 +37,7 @@ def worker(impl: str, factors: str, args) -> dict:
     kwargs = dict(num_heads=args.heads, kv_stride=args.kv_stride, attention_type=factors)
     module = MMCVAttention(args.channels, **kwargs)
     if impl == "attnbench":
-        ours = GeneralizedAttention(args.channels, **kwargs)
+        ours = GeneralizedAttention(args.channels, implementation=args.implementation, **kwargs)
         ours.load_state_dict(module.state_dict(), strict=True)
         module = ours
     with torch.no_grad():
@@ -43,10 +46,14 @@ def worker(impl: str, factors: str, args) -> dict:
     module.to(device)
     x = torch.randn(args.batch, args.channels, *args.size, device=device, requires_grad=True)
 
+    amp = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[args.amp]
+
     def step():
         module.zero_grad(set_to_none=True)
         x.grad = None
-        module(x).square().mean().backward()
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            out = module(x)
+        out.float().square().mean().backward()
         if device.type == "cuda":
             torch.cuda.synchronize()
 
@@ -90,6 +97,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--amp", choices=["fp32", "fp16", "bf16"], default="fp32",
+                   help="fp32, or forward under autocast to fp16 / bf16")
+    p.add_argument("--implementation", choices=["auto", "fused", "chunked"], default="auto",
+                   help="attnbench's implementation (auto: fused on CUDA, chunked elsewhere)")
     p.add_argument("--worker", choices=["mmcv", "attnbench"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -98,10 +109,17 @@ def main() -> None:
     factors = ALL_FACTORS if args.factors == "all" else args.factors.split(",")
     argv = ["--batch", str(args.batch), "--channels", str(args.channels), "--size", *map(str, args.size),
             "--heads", str(args.heads), "--kv-stride", str(args.kv_stride), "--repeats", str(args.repeats),
-            "--threads", str(args.threads), "--device", args.device]
+            "--threads", str(args.threads), "--device", args.device,
+            "--amp", args.amp, "--implementation", args.implementation]
+    if args.device.startswith("cuda"):
+        import torch
+
+        where = torch.cuda.get_device_name(args.device)
+    else:
+        where = f"{platform.processor() or platform.machine()}, {args.threads} threads"
     print(f"N={args.batch} C={args.channels} {args.size[0]}x{args.size[1]} heads={args.heads} "
-          f"kv_stride={args.kv_stride}, fp32 forward+backward, {args.device} "
-          f"({platform.processor() or platform.machine()}, {args.threads} threads)\n")
+          f"kv_stride={args.kv_stride}, {args.amp} forward+backward, attnbench {args.implementation}, "
+          f"{args.device} ({where})\n")
     header = ("| factors | mmcv s | mmcv added MB | attnbench s | attnbench added MB "
               "| speed-up | memory ratio |")
     print(header)

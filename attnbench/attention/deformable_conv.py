@@ -39,6 +39,7 @@ from torch.nn.modules.utils import _pair
 from torchvision.ops import deform_conv2d
 
 from .checks import check_feature_map
+from .dtypes import to_common_dtype
 
 
 def check_groups(in_channels: int, out_channels: int, groups: int, deform_groups: int) -> None:
@@ -121,8 +122,8 @@ class _DeformConv2dBase(nn.Module):
         num_offsets = 2 * self.deform_groups * self.kernel_size[0] * self.kernel_size[1]
         offset = branch[:, :num_offsets]  # (N, 2 G kh kw, H_out, W_out), (dy, dx) per group and tap
         mask = branch[:, num_offsets:].sigmoid() if self.modulated else None  # (N, G kh kw, H_out, W_out)
-        return deform_conv2d(
-            x, offset, self.weight, self.bias, self.stride, self.padding, self.dilation, mask)
+        x, offset, weight, bias, mask = to_common_dtype(x, offset, self.weight, self.bias, mask)
+        return deform_conv2d(x, offset, weight, bias, self.stride, self.padding, self.dilation, mask)
 
     def macs(self, input_shape: tuple[int, int, int, int]) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.

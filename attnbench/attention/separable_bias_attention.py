@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .dtypes import to_common_dtype
+
 # Fused kernels are fastest (on CUDA only available) for head sizes that are multiples of 8.
 _HEAD_DIM_MULTIPLE = 8
 # Logit elements per chunk of the chunked path (8 MB in fp32; measured fastest and leanest on CPU).
@@ -169,11 +171,13 @@ def separable_bias_attention(
             raise ValueError(
                 f"bias_x (..., {bias_x.shape[-1]}) and bias_y (..., {bias_y.shape[-1]}) must end in "
                 f"the key grid's width {key_size[1]} and height {key_size[0]}")
+    query, key, value, bias_x, bias_y = to_common_dtype(query, key, value, bias_x, bias_y)
     if implementation == "fused" or bias_x is None or (implementation == "auto" and value.is_cuda):
         return _fused(query, key, value, bias_x, bias_y, key_size)
     n, heads, num_q = bias_x.shape[:3]
     chunk = max(1, _CHUNK_ELEMENTS // (n * heads * m))
-    return _ChunkedSeparableBiasAttention.apply(query, key, value, bias_x, bias_y, tuple(key_size), chunk)
+    with torch.autocast(value.device.type, enabled=False):  # its out= products keep the inputs' one dtype
+        return _ChunkedSeparableBiasAttention.apply(query, key, value, bias_x, bias_y, tuple(key_size), chunk)
 
 
 def separable_bias_attention_macs(
