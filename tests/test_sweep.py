@@ -219,14 +219,16 @@ def test_factor_effects_recover_planted_term_effects():
                              value=1.0 * int(bits[1]) + 0.5 * int(bits[2]) + noise, status="ok",
                              macs_model=1.0, macs_modules=0.0, params_model=1.0))
     effects = factor_effects(pd.DataFrame(rows)).set_index("term")
-    assert list(effects["pairs"]) == [8, 8, 8, 8]
-    assert effects["effect"].to_dict() == pytest.approx({"E1": 0.0, "E2": 1.0, "E3": 0.5, "E4": 0.0})
+    assert list(effects["pairs"]) == [8, 8, 8, 8, 15]
+    assert effects["effect"].to_dict() == pytest.approx({"E1": 0.0, "E2": 1.0, "E3": 0.5, "E4": 0.0, "any": 0.8})
     assert effects["seed_std"].iloc[0] == pytest.approx(2 ** 0.5 * 0.1)
     # 8 pairs of rows with 2 seeds each: se = seed_std * sqrt(8 * (1/2 + 1/2)) / 8
     assert effects["effect_se"].iloc[0] == pytest.approx(2 ** 0.5 * 0.1 / 8 ** 0.5)
     assert effects.loc["E2", "z"] == pytest.approx(1.0 / effects.loc["E2", "effect_se"])
+    # "any": E2 is on in 8 of the 15 factor sets, E3 in 8, so (8 * 1.0 + 8 * 0.5) / 15 = 0.8
+    assert effects.loc["any", "effect_se"] == pytest.approx(2 ** 0.5 * 0.1 * (15 / 2 / 15 ** 2 + 1 / 2) ** 0.5)
     without_baseline = factor_effects(pd.DataFrame([r for r in rows if r["variant"] != "baseline"]))
-    assert list(without_baseline["pairs"]) == [7, 7, 7, 7]  # the pair with 0000 is gone
+    assert list(without_baseline["pairs"]) == [7, 7, 7, 7]  # the pair with 0000 and the "any" row are gone
 
 
 def test_plan_identity_and_resume_keys():

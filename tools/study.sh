@@ -8,7 +8,9 @@
 #
 # Parts:
 #   det     detection (mmdet Faster R-CNN, mini-shapes): baseline, the 15 factor sets, deformable,
-#           dynamic conv, area attention, 0010+deformable, 1111+deformable and the survey modules
+#           dynamic conv, area attention, 0010+deformable, 1111+deformable and the survey modules;
+#           the baseline, which every row's delta and the "any attention" effect lean on, gets
+#           BASELINE_SEEDS seeds
 #   seg     segmentation (mmseg DeepLabV3, mini-shapes): the same rows, plus the OCR decode head
 #   nmt     translation (mini corpus): baseline, the 15 factor sets, dynamic, lightweight, area and
 #           deformable in each attention slot (encoder self, decoder self, encoder-decoder)
@@ -25,6 +27,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-3}
+BASELINE_SEEDS=${BASELINE_SEEDS:-10}
 JOBS=${JOBS:-2}
 RESULTS=${RESULTS:-results/mini-sweep}
 # every row of a task but the baseline and the factor sets (which --factors all adds), from the
@@ -56,7 +59,8 @@ done
 for p in "${parts[@]}"; do
     echo "== study part: $p ($(date -u +%H:%M:%S))"
     case $p in
-        det | seg | nmt) sweep --tasks "$p" --factors all --modules "$(module_rows "$p")" ;;
+        det | seg | nmt) sweep --tasks "$p" --factors all --modules "$(module_rows "$p")" ;;&
+        det | seg) sweep --tasks "$p" --factors '' --seeds "$BASELINE_SEEDS" ;;  # the baseline alone, more seeds
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

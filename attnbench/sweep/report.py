@@ -97,6 +97,10 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
     the noise an effect is to be compared with; ``effect_se`` the standard error it gives the
     effect, ``seed_std * sqrt(sum over pairs of 1/n_on + 1/n_off) / pairs`` with ``n`` the seeds
     of each row (the pairs share no row), and ``z = effect / effect_se``.
+
+    On the vision tasks a last row, term ``any``, compares attention of any kind with none: the
+    mean over the factor sets of each set's delta against the baseline (``pairs`` = factor sets),
+    with ``effect_se = seed_std * sqrt(sum_v 1/n_v / K^2 + 1/n_baseline)`` over the K sets.
     """
     s = summarize(results)
     rows = []
@@ -109,15 +113,21 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
         repeated = group[group["seeds"] > 1]
         seed_std = (((repeated["std"] ** 2) * (repeated["seeds"] - 1)).sum() / (repeated["seeds"] - 1).sum()) ** 0.5 \
             if len(repeated) else float("nan")
+        def add(term, diffs, effect_se):
+            diffs = pd.Series(diffs, dtype=float)
+            rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(diffs), effect=diffs.mean(),
+                             effect_std=diffs.std() if len(diffs) > 1 else float("nan"), min=diffs.min(),
+                             max=diffs.max(), seed_std=seed_std, effect_se=effect_se, z=diffs.mean() / effect_se))
+
         for k, term in enumerate(TERMS):
             pairs = [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
-            if not pairs:
-                continue
-            diffs = pd.Series([means[on] - means[off] for on, off in pairs], dtype=float)
-            effect_se = seed_std * sum(1 / seeds[on] + 1 / seeds[off] for on, off in pairs) ** 0.5 / len(pairs)
-            rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(pairs), effect=diffs.mean(),
-                             effect_std=diffs.std() if len(pairs) > 1 else float("nan"), min=diffs.min(),
-                             max=diffs.max(), seed_std=seed_std, effect_se=effect_se, z=diffs.mean() / effect_se))
+            if pairs:
+                add(term, [means[on] - means[off] for on, off in pairs],
+                    seed_std * sum(1 / seeds[on] + 1 / seeds[off] for on, off in pairs) ** 0.5 / len(pairs))
+        sets = [v for v in means if v != "0000"]
+        if "0000" in means and sets:
+            add("any", [means[v] - means["0000"] for v in sets],
+                seed_std * (sum(1 / seeds[v] for v in sets) / len(sets) ** 2 + 1 / seeds["0000"]) ** 0.5)
     return pd.DataFrame(rows, columns=["task", "preset", "slot", "term", "pairs", "effect", "effect_std",
                                        "min", "max", "seed_std", "effect_se", "z"])
 
