@@ -113,6 +113,7 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
         repeated = group[group["seeds"] > 1]
         seed_std = (((repeated["std"] ** 2) * (repeated["seeds"] - 1)).sum() / (repeated["seeds"] - 1).sum()) ** 0.5 \
             if len(repeated) else float("nan")
+
         def add(term, diffs, effect_se):
             diffs = pd.Series(diffs, dtype=float)
             rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(diffs), effect=diffs.mean(),
