@@ -43,8 +43,9 @@ else:
 print(','.join(v for v in rows if v != 'baseline' and v not in ALL_FACTORS))"
 }
 
-sweep() {
-    "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@"
+failed=()
+sweep() {  # a failed run is recorded and the study goes on; the script exits 1 at the end
+    "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@" || [[ " ${failed[*]} " == *" $p "* ]] || failed+=("$p")
 }
 
 parts=("$@")
@@ -69,3 +70,7 @@ for p in "${parts[@]}"; do
             echo "$RESULTS/table.md $RESULTS/effects.md" ;;
     esac
 done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "study.sh: runs failed in: ${failed[*]} (see $RESULTS/results.csv; rerunning the part redoes them)" >&2
+    exit 1
+fi
