@@ -188,13 +188,9 @@ class GeneralizedAttention(nn.Module):
         return feat.view(*offsets.shape, self.num_heads, self.qk_embed_dim).permute(2, 0, 1, 3)
 
     def _range_mask(self, offsets: torch.Tensor) -> torch.Tensor:
-        """Additive logit mask: 0 within ``spatial_range``, outside a quarter of the most negative
-        number of the dtype the logits are computed in (autocast's when it is on). It stays finite
-        there, so the fused path's products of the mask with one-hot zeros stay 0, not NaN."""
-        device = offsets.device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else offsets.dtype
+        """Additive logit mask: 0 within ``spatial_range``, a large negative number outside."""
         outside = offsets.abs() > self.spatial_range
-        return outside.to(offsets.dtype) * (torch.finfo(dtype).min / 4)
+        return outside.to(offsets.dtype) * (torch.finfo(offsets.dtype).min / 4)
 
     def _axis_biases(self, position_query, n, grid, key_grid, like):
         """Per-query logit tables over key columns and rows, (N, heads, L, Wk) and (N, heads, L, Hk)."""

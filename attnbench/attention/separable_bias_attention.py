@@ -60,8 +60,13 @@ def _fused(query, key, value, bias_x, bias_y, key_size):
         parts_q.append(query)
         parts_k.append(key)
     if bias_x is not None:
+        # a bias of -inf, or one that overflows to -inf in the dtype the kernel computes in (autocast's
+        # when on), times a one-hot zero is NaN: a quarter of that dtype's lowest value masks as well
+        device = value.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else value.dtype
+        low = torch.finfo(dtype).min / 4
         col, row = _grid_one_hot(key_size, value)
-        parts_q += [bias_x, bias_y]
+        parts_q += [bias_x.clamp_min(low), bias_y.clamp_min(low)]
         parts_k += [col.expand(n, heads, m, -1), row.expand(n, heads, m, -1)]
     dim = folded_head_dim(0 if query is None else query.shape[-1], dv,
                           None if bias_x is None else key_size)
