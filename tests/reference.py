@@ -113,6 +113,11 @@ def randomize(m):
     return m
 
 
+def padding(lengths, total):
+    """(batch, total) key padding mask: True at the steps past each sequence's length."""
+    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
+
+
 def params64(m):
     """The module's state dict in float64."""
     return {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}

@@ -7,6 +7,7 @@ from attnbench.attention.area_attention import (
     KEY_MODES, VALUE_MODES, AreaAttention1d, AreaAttention2d, AreaKeyCombiner, Areas, area_attention,
     count_areas)
 from attnbench.flops import count_macs
+from reference import padding
 
 EPSILON = 1e-6
 
@@ -71,10 +72,6 @@ def reference_area_attention(q, k, v, max_area_width, max_area_height=1, memory_
         kth = logits.sort(-1, descending=True).values[..., kept - 1:kept]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     return torch.einsum("bhqa,bhad->bhqd", logits.softmax(-1), values)
-
-
-def padding(lengths, total):
-    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
 
 
 def randomise(module):

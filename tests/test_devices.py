@@ -20,7 +20,7 @@ from attnbench.attention import (
     ModulatedDeformConv2d, NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d,
     SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite,
 )
-from reference import randomize
+from reference import padding, randomize
 
 CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"))
 
@@ -29,10 +29,6 @@ C, MAP, SEQ, MEM = 32, (2, 32, 9, 13), (2, 11, 32), (2, 7, 32)
 
 def feature_map():
     return (torch.randn(MAP),), {}
-
-
-def padding(lengths, total):
-    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
 
 
 def sequence(mode):

@@ -4,6 +4,7 @@ import torch
 from attnbench.attention.dynamic_conv import DynamicConv1d, LightweightConv1d, dynamic_conv1d, resolve_path
 from attnbench.attention.dynamic_conv2d import DynamicConv2d
 from attnbench.flops import count_macs
+from reference import padding
 
 CLASSES_1D = [LightweightConv1d, DynamicConv1d]
 PATHS = ["unfold", "band"]
@@ -68,10 +69,6 @@ def randomize(m):
 
 def make1d(cls, dim=16, heads=4, kernel_size=3, **kwargs):
     return randomize(cls(dim, kernel_size, heads, **kwargs))
-
-
-def padding(lengths, total):
-    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
 
 
 @pytest.mark.parametrize("cls", CLASSES_1D)

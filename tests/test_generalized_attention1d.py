@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from attnbench.attention import ALL_FACTORS, GeneralizedAttention1d
 from attnbench.flops import count_macs
-from reference import generalized_attention_1d
+from reference import generalized_attention_1d, padding
 
 
 def make(factors, dim=16, heads=4, **kwargs):
@@ -15,10 +15,6 @@ def make(factors, dim=16, heads=4, **kwargs):
         for p in m.parameters():
             p.normal_(std=0.5)  # away from init so every term shows
     return m
-
-
-def padding(lengths, total):
-    return torch.arange(total)[None, :] >= torch.tensor(lengths)[:, None]
 
 
 @pytest.mark.parametrize("factors", ALL_FACTORS)
