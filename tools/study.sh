@@ -43,9 +43,10 @@ else:
 print(','.join(v for v in rows if v != 'baseline' and v not in ALL_FACTORS))"
 }
 
-failed=()
-sweep() {  # a failed run is recorded and the study goes on; the script exits 1 at the end
-    "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@" || [[ " ${failed[*]} " == *" $p "* ]] || failed+=("$p")
+failed=()  # parts with a failed run: recorded, the study goes on, the script exits 1 at the end
+sweep() {
+    "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@" && return
+    [[ " ${failed[*]} " == *" $p "* ]] || failed+=("$p")
 }
 
 parts=("$@")
