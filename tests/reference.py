@@ -18,7 +18,7 @@ def sinusoid(offsets: torch.Tensor, dim: int, wave_length: float) -> torch.Tenso
 
 def generalized_attention_2d(m, x: torch.Tensor) -> torch.Tensor:
     """Reference forward of ``attnbench.attention.GeneralizedAttention`` (its parameters, float64)."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     x = x.to(torch.float64)
     e1, e2, e3, e4 = m.factors.bits
     heads, d = m.num_heads, m.qk_embed_dim
@@ -68,7 +68,7 @@ def generalized_attention_2d(m, x: torch.Tensor) -> torch.Tensor:
 
 def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_mask=None, query_offset=0):
     """Reference forward of ``attnbench.attention.GeneralizedAttention1d`` (float64)."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     query = query.to(torch.float64)
     keys_in = query if memory is None else memory.to(torch.float64)
     e1, e2, e3, e4 = m.factors.bits

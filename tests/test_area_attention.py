@@ -7,7 +7,7 @@ from attnbench.attention.area_attention import (
     KEY_MODES, VALUE_MODES, AreaAttention1d, AreaAttention2d, AreaKeyCombiner, Areas, area_attention,
     count_areas)
 from attnbench.flops import count_macs
-from reference import padding
+from reference import padding, randomize
 
 EPSILON = 1e-6
 
@@ -74,17 +74,10 @@ def reference_area_attention(q, k, v, max_area_width, max_area_height=1, memory_
     return torch.einsum("bhqa,bhad->bhqd", logits.softmax(-1), values)
 
 
-def randomise(module):
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(std=0.5)  # away from init so every term shows
-    return module
-
-
 def combiner_for(key_mode, head_dim, max_area_width, max_area_height=1):
     if KEY_MODES[key_mode][1] is None:
         return None
-    return randomise(AreaKeyCombiner(head_dim, max_area_width, max_area_height, key_mode)).double()
+    return randomize(AreaKeyCombiner(head_dim, max_area_width, max_area_height, key_mode)).double()
 
 
 # name -> (area arguments, memory length, query length, padding lengths, causal)
@@ -193,7 +186,7 @@ def test_float32_std_keeps_its_precision_over_long_memories(height, width, max_h
 
 
 def make_1d(key_mode="concat", value_mode="sum", dim=16, heads=4, max_area_width=3, **kwargs):
-    return randomise(AreaAttention1d(dim, heads, max_area_width, key_mode, value_mode, **kwargs)).double()
+    return randomize(AreaAttention1d(dim, heads, max_area_width, key_mode, value_mode, **kwargs)).double()
 
 
 def reference_1d(m, query, memory=None, causal=False, key_padding_mask=None):
@@ -228,7 +221,7 @@ def test_module_1d_matches_reference(key_mode, value_mode, top_k, mode):
 
 @pytest.mark.parametrize("key_mode,kv_stride", [("mean", 1), ("max_concat", 2), ("sum", 2)])
 def test_module_2d_matches_reference(key_mode, kv_stride):
-    m = randomise(AreaAttention2d(8, 2, 3, 2, kv_stride, key_mode, "mean")).double()
+    m = randomize(AreaAttention2d(8, 2, 3, 2, kv_stride, key_mode, "mean")).double()
     x = torch.randn(2, 8, 5, 7, dtype=torch.float64)
     p = {n: t.detach().double() for n, t in m.state_dict().items()}
 

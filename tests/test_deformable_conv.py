@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from attnbench.attention.deformable_conv import DeformConv2d, ModulatedDeformConv2d
 from attnbench.attention.deformable_conv1d import DeformConv1d
 from attnbench.flops import count_macs
+from reference import params64
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def tent(size: int, position: torch.Tensor) -> torch.Tensor:
 
 def deform_conv2d_reference(m, x: torch.Tensor) -> torch.Tensor:
     """y(p) = b + sum_k w_k x(p0 + p_k + dp_k) [m_k], x(q) = sum_r g(r_y, q_y) g(r_x, q_x) x(r), float64."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     x = x.to(torch.float64)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = m.kernel_size, m.stride, m.padding, m.dilation
@@ -51,7 +52,7 @@ def deform_conv2d_reference(m, x: torch.Tensor) -> torch.Tensor:
 
 def deform_conv1d_reference(m, x: torch.Tensor) -> torch.Tensor:
     """y_t = b + sum_k W_k x(t + a_k + dt_{t,k}) (position <= t if causal), x(s) = sum_r g(r, s) x_r."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     x = x.to(torch.float64)
     b, t, c = x.shape
     k, dg, groups = m.kernel_size, m.deform_groups, m.groups

@@ -4,7 +4,7 @@ import torch
 from attnbench.attention.dynamic_conv import DynamicConv1d, LightweightConv1d, dynamic_conv1d, resolve_path
 from attnbench.attention.dynamic_conv2d import DynamicConv2d
 from attnbench.flops import count_macs
-from reference import padding
+from reference import padding, params64, randomize
 
 CLASSES_1D = [LightweightConv1d, DynamicConv1d]
 PATHS = ["unfold", "band"]
@@ -12,7 +12,7 @@ PATHS = ["unfold", "band"]
 
 def conv1d_reference(m, x, key_padding_mask=None):
     """y[t, c] = sum_j W[t, h(c), j] x[t + j - P, c], one step and one tap at a time, in float64."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     x = x.to(torch.float64)
     if key_padding_mask is not None:
         x = x.masked_fill(key_padding_mask[..., None], 0.0)
@@ -37,7 +37,7 @@ def conv1d_reference(m, x, key_padding_mask=None):
 
 def conv2d_reference(m, x):
     """x + gamma * W_out sum_j softmax_j(W_K x_p) (W_V x)_{p + o_j}, one pixel and one tap at a time."""
-    p = {k: v.detach().to(torch.float64) for k, v in m.state_dict().items()}
+    p = params64(m)
     x = x.to(torch.float64)
     n, c, h, w = x.shape
     k, heads, dil = m.kernel_size, m.num_heads, m.dilation
@@ -58,13 +58,6 @@ def conv2d_reference(m, x):
                         out[:, :, py, px] += kernel[:, head_of_channel, a * k + b] * value[:, :, sy, sx]
     out = conv1x1("proj_conv", out) + p["proj_conv.bias"][None, :, None, None]
     return x + p["gamma"] * out
-
-
-def randomize(m):
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(std=0.5)  # away from init (gamma = 0 included) so every term shows
-    return m
 
 
 def make1d(cls, dim=16, heads=4, kernel_size=3, **kwargs):

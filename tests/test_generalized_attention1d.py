@@ -6,15 +6,11 @@ import torch.nn.functional as F
 
 from attnbench.attention import ALL_FACTORS, GeneralizedAttention1d
 from attnbench.flops import count_macs
-from reference import generalized_attention_1d, padding
+from reference import generalized_attention_1d, padding, randomize
 
 
 def make(factors, dim=16, heads=4, **kwargs):
-    m = GeneralizedAttention1d(dim, heads, factors, **kwargs)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.normal_(std=0.5)  # away from init so every term shows
-    return m
+    return randomize(GeneralizedAttention1d(dim, heads, factors, **kwargs))
 
 
 @pytest.mark.parametrize("factors", ALL_FACTORS)
