@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner
@@ -113,10 +114,16 @@ def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
 def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
     store, runner, runs, rows = sweep
     baseline = runs[0]
-    assert (runner.run_dir(baseline) / "last_checkpoint").exists()  # what a rerun resumes from
+    checkpoint_path = (runner.run_dir(baseline) / "last_checkpoint").read_text().strip()  # what a rerun resumes from
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+    saved_seconds = checkpoint["message_hub"]["runtime_info"]["train_seconds"]
+    assert 0 < saved_seconds <= rows["baseline"]["train_seconds"]
+    checkpoint["message_hub"]["runtime_info"]["train_seconds"] = 1000.0  # as if the first attempt had been long
+    torch.save(checkpoint, checkpoint_path)
     (row,) = runner.run_all([baseline])
     assert row["status"] == "ok", row.get("error")
     assert row["value"] == pytest.approx(rows["baseline"]["value"])  # the same final weights, validated
+    assert row["train_seconds"] > 1000.0  # both attempts counted
 
 
 def test_wandb_offline_run_has_config_and_summary(sweep):

@@ -13,7 +13,6 @@ import math
 import os
 import resource
 import sys
-import time
 import traceback
 
 
@@ -57,16 +56,14 @@ def execute(run: dict) -> dict:
     counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
     recorder = RunSummaryHook(extra=counts)
     runner.register_hook(recorder, priority=recorder.priority)
-    start = time.perf_counter()
     with resumable_checkpoints():
         runner.train()  # ends with a validation of the final weights
-    train_seconds = time.perf_counter() - start
     if task.metric not in recorder.metrics:
         raise KeyError(f"validation reported {sorted(recorder.metrics)}, not {task.metric!r}")
     value = float(recorder.metrics[task.metric])
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
-    row = dict(metric=task.metric, value=value, train_seconds=round(train_seconds, 1),
+    row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                peak_memory_mb=round(_peak_memory_mb(), 1), **counts)
     return row
 
