@@ -125,7 +125,6 @@ SURVEY_VARIANTS: tuple[str, ...] = tuple(
     token for token, m in MECHANISMS.items() if m.family in ("channel", "mixed", "self-attention", "category"))
 
 
-
 def vision_rows(task: str) -> tuple[str, ...]:
     """Every row of a vision task (``'det'`` or ``'seg'``): the study's, then the survey's; decode
     heads replace a segmentation head, so they are rows of ``'seg'`` only."""

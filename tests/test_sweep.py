@@ -13,7 +13,8 @@ import torch
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner
 from attnbench.sweep.plan import Run, build_plan
-from attnbench.sweep.report import comparison_table, factor_effects, pareto_front, plot_tradeoffs, summarize
+from attnbench.sweep.report import (comparison_table, factor_effects, pareto_front, plot_panels, plot_tradeoffs,
+                                    row_kind, summarize)
 from attnbench.sweep.store import ResultsStore
 from wandb_log import config_and_summary
 
@@ -144,6 +145,23 @@ def test_report_table_and_plot(sweep, tmp_path):
     assert set(summary["variant"]) == {"baseline", "0010"}  # failed runs are left out
     assert "delta vs baseline" in comparison_table(store.read(), "markdown")
     paths = plot_tradeoffs(store.read(), tmp_path / "plot")
+    assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+
+
+def test_plot_puts_survey_rows_in_a_panel_of_their_own_with_the_baseline(tmp_path):
+    variants = {"det": ["baseline", "0110", "deformable", "0010+deformable", "se", "ocr"], "seg": ["baseline", "se"],
+                "nmt": ["baseline", "1111", "lightweight"]}
+    rows = [dict(task=task, preset="mini", slot="enc-dec" if task == "nmt" else None, variant=v, seed=seed,
+                 metric="m", value=float(i + seed), status="ok", macs_model=1.0 + i, macs_modules=float(i),
+                 params_model=1.0) for task, vs in variants.items() for i, v in enumerate(vs) for seed in (0, 1)]
+    panels = {title: sorted(points["variant"]) for title, points in plot_panels(summarize(pd.DataFrame(rows)))}
+    assert panels == {
+        "det (mini): the study's rows": ["0010+deformable", "0110", "baseline", "deformable"],
+        "det (mini): survey modules": ["baseline", "ocr", "se"],
+        "nmt/enc-dec (mini)": ["1111", "baseline", "lightweight"],
+        "seg (mini)": ["baseline", "se"]}
+    assert [row_kind(v) for v in variants["det"]] == ["baseline", "factors", "study", "combination", "survey", "survey"]
+    paths = plot_tradeoffs(pd.DataFrame(rows), tmp_path / "plot")
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
 
 

@@ -20,8 +20,6 @@ keys. A query whose keys are all hidden gets NaN, as in ``torch.nn.MultiheadAtte
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

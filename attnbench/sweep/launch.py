@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
@@ -124,8 +123,7 @@ class SweepRunner:
 
     def run_all(self, runs: list[Run], on_start=lambda run: None):
         """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
-        for run in runs:  # resolve configs here: mmengine's config loading is not thread-safe
-            run.run_id
+        _ = [run.run_id for run in runs]  # resolves and caches every config: mmengine loading is not thread-safe
         if self.launcher != "local":
             started = _now()
             for run, result in self._execute_submitit(runs):

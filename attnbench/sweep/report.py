@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnbench.attention.factors import ALL_FACTORS
+from attnbench.variants import SURVEY_VARIANTS
 
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
 #: of mmdet's model zoo (Faster R-CNN R-50-FPN 1x: configs/faster_rcnn, empirical_attention, dcn) and
@@ -144,42 +145,84 @@ def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
     return ordered.loc[keep]
 
 
+#: Plot style of each kind of row: (legend label, marker, colour).
+ROW_KINDS = {
+    "baseline": ("baseline", "*", "tab:red"),
+    "factors": ("generalized attention (E1..E4)", "o", "tab:blue"),
+    "study": ("deformable, dynamic, lightweight, area", "s", "tab:orange"),
+    "combination": ("combination (+)", "D", "tab:purple"),
+    "survey": ("survey module", "^", "tab:gray"),
+}
+
+
+def row_kind(variant: str) -> str:
+    """Which of :data:`ROW_KINDS` a variant is."""
+    if variant == "baseline":
+        return "baseline"
+    if "+" in variant:
+        return "combination"
+    if variant in ALL_FACTORS:
+        return "factors"
+    return "survey" if variant in SURVEY_VARIANTS else "study"
+
+
+def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(title, points) per task (and NMT slot); where a task has survey rows besides the study's,
+    they get a panel of their own, with the baseline, so that neither crowds the other."""
+    panels = []
+    for (task, preset, slot), points in summary.groupby(["task", "preset", "slot"], sort=True):
+        title = f"{task}{'/' + slot if slot else ''} ({preset})"
+        kinds = points["variant"].map(row_kind)
+        survey, study = kinds == "survey", ~kinds.isin(["survey", "baseline"])
+        if survey.any() and study.any():
+            panels += [(f"{title}: the study's rows", points[~survey]),
+                       (f"{title}: survey modules", points[survey | (kinds == "baseline")])]
+        else:
+            panels.append((title, points))
+    return panels
+
+
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True) -> list[Path]:
-    """One panel per task (and NMT slot), three to a row: metric vs model GMACs; PNG and SVG."""
+    """Metric vs model GMACs, one panel per task (and NMT slot; survey rows apart), three to a row,
+    one marker per kind of row, every point named (labels moved apart by adjustText); PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from adjustText import adjust_text
 
-    summary = summarize(results)
-    panels = list(summary.groupby(["task", "preset", "slot"], sort=True))
+    panels = plot_panels(summarize(results))
     if not panels:
         raise ValueError("no successful runs to plot")
     columns = min(len(panels), 3)
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.5 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 5.5 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
-    for ax, ((task, preset, slot), points) in zip(axes.flat, panels):
+    for ax, (title, points) in zip(axes.flat, panels):
         x = points["macs_model"] / 1e9
-        ax.errorbar(x, points["mean"], yerr=points["std"], fmt="o", color="tab:blue", capsize=3,
-                    label="measured (mean ± std over seeds)")
-        for xi, yi, name in zip(x, points["mean"], points["variant"]):
-            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
         front = pareto_front(points)
-        ax.plot(front["macs_model"] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier")
-        base = points[points["variant"] == "baseline"]
-        if len(base):
-            ax.plot(base["macs_model"] / 1e9, base["mean"], "*", ms=14, color="tab:red", label="baseline")
+        ax.plot(front["macs_model"] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
+        kinds = points["variant"].map(row_kind)
+        for kind, (label, marker, color) in ROW_KINDS.items():
+            mine = kinds == kind
+            if mine.any():
+                ax.errorbar(x[mine], points["mean"][mine], yerr=points["std"][mine], fmt=marker, color=color,
+                            ecolor=matplotlib.colors.to_rgba(color, 0.35), ms=12 if kind == "baseline" else 6,
+                            capsize=2, elinewidth=1, label=label, zorder=3 if kind == "baseline" else 2)
+        task, preset = points["task"].iloc[0], points["preset"].iloc[0]
         if published and task == "det" and preset == "full":
             ref = points[[("det", v) in PUBLISHED for v in points["variant"]]]
             ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
-                       marker="x", color="gray", label="published (mmdet model zoo), not measured")
+                       marker="x", color="black", label="published (mmdet model zoo), not measured")
+        labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
         ax.set_xlabel("model GMACs (multiply-adds) at the task's input size")
-        ax.set_ylabel(points["metric"].iloc[0])
-        ax.set_title(f"{task}{'/' + slot if slot else ''} ({preset})")
+        ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds)")
+        ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+        adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax,
+                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
     fig.tight_layout()
     out_stem = Path(out_stem)
     paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
