@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnbench.config_files import vision_config_path
-from attnbench.sweep.launch import SweepRunner
+from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan
 from attnbench.sweep.report import (comparison_table, factor_effects, pareto_front, plot_panels, plot_tradeoffs,
                                     row_kind, summarize)
@@ -97,6 +97,16 @@ def test_runs_are_recorded_with_measurements(sweep):
     df = store.read()
     assert set(df["variant"]) == {"baseline", "0010", "1111"}
     assert df["git_commit"].notna().all() and df["config_hash"].notna().all()
+
+
+def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
+    store, runner, runs, _ = sweep
+    code = runner.code
+    assert code.parent == store.root / "code" and snapshot_code(store.root) == code  # one copy per content
+    assert (code / "attnbench" / "sweep" / "worker.py").read_bytes() == (ROOT / "attnbench/sweep/worker.py").read_bytes()
+    spec = json.loads((runner.run_dir(runs[1]) / "run.json").read_text())
+    assert Path(spec["config"]).is_relative_to(code / "configs")
+    assert f"from {code / 'attnbench'}" in (runner.run_dir(runs[1]) / "run.log").read_text()  # what the worker imported
 
 
 def test_diverging_run_is_recorded_as_failed_and_the_sweep_goes_on(sweep):

@@ -11,7 +11,9 @@ Examples:
 
 Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
 row of RESULTS/results.csv; a rerun skips runs already done (--force redoes them), so a killed
-sweep resumes where it stopped. Runs log to Weights & Biases, offline unless W&B is configured
+sweep resumes where it stopped. Workers import the package and read the configs from a copy taken
+when the sweep starts (RESULTS/code/<hash>/), so editing the code during a sweep leaves its runs
+alone. Runs log to Weights & Biases, offline unless W&B is configured
 (WANDB_MODE, WANDB_API_KEY or `wandb login`); sync offline runs later with `wandb sync`.
 The sweep ends with RESULTS/tradeoff.png (tools/plot.py) and a table (tools/compare.py).
 """
@@ -34,6 +36,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
     p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")
     p.add_argument("--force", action="store_true", help="redo runs already recorded as done")
+    p.add_argument("--no-snapshot", action="store_true", help="run the workers from the checkout itself, not from "
+                   "the copy of attnbench/ and configs/ taken at the start (RESULTS/code/<hash>/)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, configs and FLOPs; train nothing")
     p.add_argument("--launcher", default="local", help="local, slurm, or submitit-local (testing)")
     p.add_argument("--jobs", type=int, default=1, help="parallel local runs")
@@ -73,7 +77,7 @@ def main() -> int:
             project=args.wandb_project, group=args.wandb_group or store.root.name, mode=wandb_mode())
         runner = SweepRunner(store, args.launcher, args.jobs, wandb,
                              dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min),
-                             args.threads)
+                             args.threads, snapshot=not args.no_snapshot)
     except ValueError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
         return 2

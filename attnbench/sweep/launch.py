@@ -1,15 +1,19 @@
 """Running a plan: one worker process per run, locally (``--jobs`` at a time) or through submitit."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
 import attnbench
+from attnbench.config_files import CONFIG_ROOT
 
 from .plan import Run
 from .store import ResultsStore
@@ -32,6 +36,29 @@ def _git_commit() -> str:
     return commit + ("+dirty" if changed else "")
 
 
+def snapshot_code(root: Path) -> Path:
+    """Copy the package and the configs as they are now to ``root/code/<content hash>/`` (once per
+    content) and return that folder, from which the sweep's workers import and read their configs:
+    code edited while a sweep runs does not change the runs still to come."""
+    sources = {"attnbench": Path(attnbench.__file__).resolve().parent, "configs": CONFIG_ROOT}
+    digest = hashlib.sha1()
+    for name, source in sources.items():
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(f"{name}/{path.relative_to(source)}".encode() + b"\0" + path.read_bytes())
+    target = root / "code" / digest.hexdigest()[:12]
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".staging-"))
+        for name, source in sources.items():
+            shutil.copytree(source, staging / name, ignore=shutil.ignore_patterns("__pycache__"))
+        try:
+            staging.rename(target)
+        except OSError:  # another sweep made the same snapshot first
+            shutil.rmtree(staging)
+    return target
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -49,7 +76,7 @@ class SweepRunner:
     """Executes runs and records one result row each in the store."""
 
     def __init__(self, store: ResultsStore, launcher: str = "local", jobs: int = 1, wandb: dict | None = None,
-                 slurm: dict | None = None, threads: int | None = None):
+                 slurm: dict | None = None, threads: int | None = None, snapshot: bool = True):
         if launcher not in LAUNCHERS:
             raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
         if jobs < 1:
@@ -62,6 +89,7 @@ class SweepRunner:
         self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         self.wandb, self.slurm = wandb, slurm or {}
         self.commit = _git_commit()
+        self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
 
     def run_dir(self, run: Run) -> Path:
         return self.store.root / "runs" / run.run_id
@@ -70,10 +98,19 @@ class SweepRunner:
         run_dir = self.run_dir(run)
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = run.to_dict() | {"work_dir": str(run_dir), "wandb": self.wandb}
+        command = [sys.executable, "-m", "attnbench.sweep.worker", str(run_dir / "run.json")]
+        if self.code is not None:
+            config = Path(run.config).resolve()
+            if config.is_relative_to(CONFIG_ROOT):
+                spec["config"] = str(self.code / "configs" / config.relative_to(CONFIG_ROOT))
+            path = os.pathsep.join(p for p in (str(self.code), os.environ.get("PYTHONPATH")) if p)
+            # a prefix that also travels to Slurm jobs; PYTHONSAFEPATH keeps the working directory
+            # (a checkout, often) from coming first on sys.path under ``python -m``
+            command = ["env", f"PYTHONPATH={path}", "PYTHONSAFEPATH=1", *command]
         (run_dir / "run.json").write_text(json.dumps(spec, indent=2))
         result = run_dir / "result.json"
         result.unlink(missing_ok=True)
-        return [sys.executable, "-m", "attnbench.sweep.worker", str(run_dir / "run.json"), str(result)], result
+        return [*command, str(result)], result
 
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
@@ -124,6 +161,8 @@ class SweepRunner:
     def run_all(self, runs: list[Run], on_start=lambda run: None):
         """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
         _ = [run.run_id for run in runs]  # resolves and caches every config: mmengine loading is not thread-safe
+        if self.snapshot and runs and self.code is None:
+            self.code = snapshot_code(self.store.root)
         if self.launcher != "local":
             started = _now()
             for run, result in self._execute_submitit(runs):

@@ -69,7 +69,10 @@ def execute(run: dict) -> dict:
 
 
 def main() -> None:
+    import attnbench
+
     run_path, result_path = sys.argv[1:3]
+    print(f"attnbench {attnbench.__version__} from {os.path.dirname(attnbench.__file__)}", flush=True)
     with open(run_path) as f:
         run = json.load(f)
     try:
