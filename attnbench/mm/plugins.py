@@ -6,9 +6,10 @@ stages=..., position='after_conv2')]``) are built by mmcv's ``build_plugin_layer
 are built by ``build_conv_layer(cfg, in, out, kernel_size, stride=, padding=, dilation=, bias=)``.
 """
 from attnbench.attention import (
-    BAM, AsymmetricNonLocal2d, DualAttention, InteractionAggregation2d, CBAM, AreaAttention2d, DeformConv2d, DoubleAttention, DynamicConv2d, FrequencyChannelAttention,
-    GatherExcite, GeneralizedAttention, GlobalContext, ModulatedDeformConv2d, NonLocal2d, ResidualAttention,
-    SelectiveKernelConv2d, SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
+    AreaAttention2d, AsymmetricNonLocal2d, BAM, CBAM, DeformConv2d, DoubleAttention, DualAttention,
+    DynamicConv2d, FrequencyChannelAttention, GatherExcite, GeneralizedAttention, GlobalContext,
+    InteractionAggregation2d, ModulatedDeformConv2d, NonLocal2d, ResidualAttention, SelectiveKernelConv2d,
+    SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
 
 from .registry import MODELS
 
