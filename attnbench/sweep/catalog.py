@@ -68,5 +68,6 @@ def format_mechanism_table(table: pd.DataFrame, shape: tuple[int, int, int, int]
               for r in table.itertuples()]
     lines.append(f"{len(table)} mechanisms; parameters and analytic multiply-adds of one module on an input of "
                  f"shape {tuple(shape)} (conv4 of Faster R-CNN R-50-FPN at 800x1333); conv2 replacements count the "
-                 f"whole conv; heads count their object context ({REFERENCE_REGIONS} regions); combine tokens with '+', e.g. 0010+deformable")
+                 f"whole conv; heads count their object context ({REFERENCE_REGIONS} regions); combine tokens "
+                 "with '+', e.g. 0010+deformable")
     return "\n".join(lines)

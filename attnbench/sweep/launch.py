@@ -30,7 +30,8 @@ def _git_commit() -> str:
     try:
         commit = git("rev-parse", "--short", "HEAD")
         root = git("rev-parse", "--show-toplevel")
-        changed = git("-C", root, "status", "--porcelain", "--untracked-files=no", "--", "attnbench", "configs", "tools")
+        changed = git("-C", root, "status", "--porcelain", "--untracked-files=no", "--",
+                      "attnbench", "configs", "tools")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+dirty" if changed else "")
