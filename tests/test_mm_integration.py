@@ -152,11 +152,13 @@ def test_two_process_cpu_distributed_training(data_root, tmp_path):
     options += [f"{split}.dataset.generate.{k}={v}" for split in ("train_dataloader", "val_dataloader")
                 for k, v in TINY.items()]
     options += ["train_cfg.max_iters=2", "train_cfg.val_interval=2", "train_dataloader.batch_size=2"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541",
-         str(vision_config_path("seg", "mini", "0010").parents[2] / "tools" / "train.py"),
-         str(vision_config_path("seg", "mini", "0010")), "--launcher", "pytorch",
-         "--work-dir", str(tmp_path / "work"), "--cfg-options", *options],
-        capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(vision_config_path("seg", "mini", "0010").parents[2] / "tools" / "train.py"),
+               str(vision_config_path("seg", "mini", "0010")), "--launcher", "pytorch",
+               "--work-dir", str(tmp_path / "work"), "--cfg-options", *options]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "terminate called without an active exception" in proc.stderr:
+        # gloo's threads abort a rank now and then: 1 run in 50 here, inside the full suite only
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert "mIoU" in proc.stdout + proc.stderr
