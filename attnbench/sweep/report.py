@@ -167,12 +167,14 @@ def row_kind(variant: str) -> str:
 
 
 def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, points) per task (and NMT slot); where a task has survey rows besides the study's,
-    they get a panel of their own, with the baseline, so that neither crowds the other."""
+    """(title, points) per task (and NMT slot), the points with their :func:`row_kind` in ``kind``;
+    where a task has survey rows besides the study's, they get a panel of their own, with the
+    baseline, so that neither crowds the other."""
     panels = []
     for (task, preset, slot), points in summary.groupby(["task", "preset", "slot"], sort=True):
         title = f"{task}{'/' + slot if slot else ''} ({preset})"
-        kinds = points["variant"].map(row_kind)
+        points = points.assign(kind=points["variant"].map(row_kind))
+        kinds = points["kind"]
         survey, study = kinds == "survey", ~kinds.isin(["survey", "baseline"])
         if survey.any() and study.any():
             panels += [(f"{title}: the study's rows", points[~survey]),
@@ -203,9 +205,8 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         x = points["macs_model"] / 1e9
         front = pareto_front(points)
         ax.plot(front["macs_model"] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
-        kinds = points["variant"].map(row_kind)
         for kind, (label, marker, color) in ROW_KINDS.items():
-            mine = kinds == kind
+            mine = points["kind"] == kind
             if mine.any():
                 ax.errorbar(x[mine], points["mean"][mine], yerr=points["std"][mine], fmt=marker, color=color,
                             ecolor=matplotlib.colors.to_rgba(color, 0.35), ms=12 if kind == "baseline" else 6,
