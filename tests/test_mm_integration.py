@@ -116,6 +116,17 @@ def test_bad_configs_fail_with_one_clear_message(data_root):
         load_config(str(vision_config_path("det", "full", "0110")))
 
 
+def test_configs_of_generated_data_load_before_the_data_exists(tmp_path, monkeypatch):
+    """The mini datasets write their data_root on first use: no config of theirs is refused for it."""
+    from attnbench.config_files import CONFIG_ROOT
+
+    monkeypatch.chdir(tmp_path)  # a fresh clone: no data/ yet
+    for config in (vision_config_path("det", "mini", "baseline"), vision_config_path("seg", "mini", "baseline"),
+                   CONFIG_ROOT / "translation/transformer-mini_mini-corpus.py"):
+        load_config(str(config))
+    assert not (tmp_path / "data").exists()
+
+
 def test_generated_configs_are_in_sync():
     from attnbench.config_files import generated_vision_configs
 

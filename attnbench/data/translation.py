@@ -183,6 +183,8 @@ class MiniCorpusDataset(ParallelTextDataset):
         Others: as :class:`ParallelTextDataset`.
     """
 
+    generates_data_root = True  # read by the config check: no data_root to look for before the run
+
     def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
         _run_on_main_process(ensure_mini_corpus, data_root, **(generate or {}))
         super().__init__(data_root=data_root, **kwargs)

@@ -28,6 +28,8 @@ CLASS_COLOURS = [(255, 170, 0), (0, 160, 255)]
 class _GeneratedOnFirstUse:
     """Mixin placed before an OpenMMLab dataset: generates ``data_root`` before it is read."""
 
+    generates_data_root = True  # read by the config check: no data_root to look for before the run
+
     def __init__(self, *args, data_root: str, generate: dict | None = None, **kwargs) -> None:
         ensure_mini_shapes(data_root, **(generate or {}))
         super().__init__(*args, data_root=data_root, **kwargs)

@@ -25,8 +25,18 @@ def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None
     return cfg
 
 
-#: Datasets that write their own data on first use (no data_root to check).
-GENERATED_DATASETS = ("attnbench.MiniShapesDetDataset", "attnbench.MiniShapesSegDataset")
+def generates_its_data(dataset_type) -> bool:
+    """Whether a dataset type writes its own ``data_root`` on first use (``generates_data_root = True``
+    on the class: the mini-shapes and mini-corpus datasets), so there is no data to check for."""
+    from mmengine.registry import DATASETS
+
+    from . import datasets, nmt  # noqa: F401  registers attnbench's datasets
+
+    try:
+        cls = DATASETS.get(dataset_type) if isinstance(dataset_type, str) else dataset_type
+    except KeyError:  # a scope whose package is not installed: nothing generates that data
+        cls = None
+    return bool(getattr(cls, "generates_data_root", False))
 
 
 def check_config(cfg: Config, check_data: bool = True) -> None:
@@ -40,7 +50,7 @@ def check_config(cfg: Config, check_data: bool = True) -> None:
         dataset = (cfg.get(split) or {}).get("dataset", {})
         dataset = dataset.get("dataset", dataset)  # RepeatDataset and other wrappers
         root = dataset.get("data_root")
-        if check_data and root and dataset.get("type") not in GENERATED_DATASETS and not osp.isdir(root):
+        if check_data and root and not osp.isdir(root) and not generates_its_data(dataset.get("type")):
             raise FileNotFoundError(
                 f"{split}.dataset.data_root {root!r} does not exist: put the {dataset.get('type', 'dataset')} "
                 "data there, or point data_root at it (--cfg-options)")
