@@ -11,6 +11,14 @@ from .variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant
 
 CONFIG_ROOT = Path(__file__).resolve().parent.parent / "configs"
 
+
+def repository_path(path: str | Path) -> str:
+    """``path`` relative to the repository root when it lies inside it (``configs/...``), as the
+    results store records it: rows mean the same on every checkout. Other paths stay as given."""
+    resolved = Path(path).resolve()
+    root = CONFIG_ROOT.parent
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
+
 #: (task, preset) -> (folder, base file, variant file pattern with {slug}).
 VISION_CONFIGS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("det", "full"): ("detection", "faster-rcnn_r50_fpn_1x_coco.py", "faster-rcnn_r50-{slug}_fpn_1x_coco.py"),

@@ -188,6 +188,9 @@ class Variant:
         tokens += [MECHANISMS[t].slug for t in (self.conv, self.head) if t]
         return "-".join(tokens)
 
+    #: The backbone keys a variant sets (:meth:`backbone_overrides`); without them a backbone is the baseline's.
+    BACKBONE_KEYS = ("plugins", "dcn", "stage_with_dcn")
+
     def backbone_overrides(
         self,
         attention_stages: tuple[bool, ...] = (False, False, True, True),

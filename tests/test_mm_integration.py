@@ -37,8 +37,9 @@ def tiny_config(task, variant, data_root):
     for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
         cfg[split].dataset.data_root = str(data_root) + "/"
         cfg[split].dataset.generate = TINY
-    if task == "det":
-        cfg.val_evaluator.ann_file = cfg.test_evaluator.ann_file = f"{data_root}/annotations/instances_val.json"
+    if task == "det":  # the bbox AP and the class-agnostic AP
+        for metric in (*cfg.val_evaluator, *cfg.test_evaluator):
+            metric.ann_file = f"{data_root}/annotations/instances_val.json"
     return cfg
 
 
@@ -86,7 +87,9 @@ def test_openmmlab_runner_with_only_custom_imports(task, metric, data_root, tmp_
     data = "\n".join(f"{split} = dict(dataset=dict(data_root={str(data_root) + '/'!r}, generate={TINY!r}))"
                      for split in ("train_dataloader", "val_dataloader", "test_dataloader"))
     if task == "det":
-        data += f"\nval_evaluator = dict(ann_file={str(data_root)!r} + '/annotations/instances_val.json')"
+        ann_file = str(data_root) + "/annotations/instances_val.json"
+        data += (f"\nval_evaluator = [dict(type='CocoMetric', ann_file={ann_file!r}, metric='bbox'), "
+                 f"dict(type='attnbench.ClassAgnosticCocoMetric', ann_file={ann_file!r})]")
     if task == "seg":
         data += "\ntrain_dataloader.update(sampler=dict(type='DefaultSampler', shuffle=True))"
     path = tmp_path / "user_config.py"
@@ -173,3 +176,33 @@ def test_two_process_cpu_distributed_training(data_root, tmp_path):
         proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     assert "mIoU" in proc.stdout + proc.stderr
+
+
+def initial_weights(task, variant, data_root, tmp_path, seed=3) -> dict:
+    """The model's weights when training starts: built, initialised and paired as the Runner does."""
+    from mmengine.runner import Runner
+
+    cfg = tiny_config(task, variant, data_root)
+    cfg.work_dir = str(tmp_path / f"{task}-{variant}")
+    cfg.randomness = dict(seed=seed)
+    runner = Runner.from_cfg(cfg)
+    runner._init_model_weights()
+    for hook in runner.hooks:
+        if type(hook).__name__ == "PairedInitHook":
+            hook.before_train(runner)
+    return {k: v.clone() for k, v in runner.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("task,variant", [("det", "1111"), ("det", "0010+deformable"), ("seg", "1111"), ("seg", "se")])
+def test_a_variant_starts_from_its_baselines_weights_at_the_same_seed(task, variant, data_root, tmp_path):
+    """Every tensor a variant shares with the baseline (name and shape) starts equal to the baseline's at
+    that seed, though the variant's own modules drew from the random stream; another seed starts elsewhere."""
+    baseline = initial_weights(task, "baseline", data_root, tmp_path)
+    other = initial_weights(task, variant, data_root, tmp_path)
+    shared = [k for k in baseline if k in other and other[k].shape == baseline[k].shape]
+    assert len(shared) > 0.8 * len(baseline)
+    assert not [k for k in shared if not torch.equal(baseline[k], other[k])]
+    assert len(other) > len(baseline)  # the variant's own modules
+    reseeded = initial_weights(task, "baseline", data_root, tmp_path, seed=4)
+    convs = [k for k in baseline if k.endswith("conv1.weight")]
+    assert not torch.equal(baseline[convs[0]], reseeded[convs[0]])

@@ -66,8 +66,8 @@ def tiny_run(tmp_path, variant, seed=0, **extra):
     options = {
         "train_dataloader.dataset": dataset, "val_dataloader.dataset": dataset,
         "test_dataloader.dataset": dataset, "train_dataloader.batch_size": 8,
-        "val_evaluator.ann_file": data_root + "annotations/instances_val.json",
-        "test_evaluator.ann_file": data_root + "annotations/instances_val.json",
+        **{f"{split}_evaluator.{i}.ann_file": data_root + "annotations/instances_val.json"
+           for split in ("val", "test") for i in (0, 1)},  # bbox AP, class-agnostic AP
         "train_cfg.max_epochs": 1, "train_cfg.val_interval": 1, "param_scheduler": [],
     } | extra
     return Run("det", "mini", variant, seed, None, str(vision_config_path("det", "mini", variant)), options)
@@ -97,6 +97,7 @@ def test_runs_are_recorded_with_measurements(sweep):
     df = store.read()
     assert set(df["variant"]) == {"baseline", "0010", "1111"}
     assert df["git_commit"].notna().all() and df["config_hash"].notna().all()
+    assert (df["config"] == "configs/detection/" + df["config"].str.split("/").str[-1]).all()  # repository-relative
 
 
 def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
@@ -236,7 +237,8 @@ def test_readme_tables_refresh_from_the_store_they_name(tmp_path):
 
 
 def test_readme_tables_are_the_committed_results():
-    """Every table in the README is what compare.py prints from the results store it names."""
+    """Every results table in README.md and docs/*.md is what compare.py prints from the results store
+    it names (readme_tables.py with no path checks all of them)."""
     proc = subprocess.run([sys.executable, str(ROOT / "tools/readme_tables.py"), "--check"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr + "\n(run python tools/readme_tables.py)"
@@ -273,11 +275,11 @@ def test_plan_identity_and_resume_keys():
     assert runs[0].run_id == build_plan(["det"], ["0110"], [], 2, "mini")[0].run_id
 
 
-@pytest.mark.parametrize("jobs, threads, expected", [(1, None, None), (2, None, None), (2, 1, "1"), (1, 3, "3")])
-def test_local_runs_get_their_share_of_the_cpu_threads(tmp_path, monkeypatch, jobs, threads, expected):
-    """Each worker gets OMP_NUM_THREADS = --threads, or the CPU cores shared out between the --jobs."""
-    import os
-
+@pytest.mark.parametrize("jobs, threads, expected", [(1, None, "1"), (2, None, "1"), (2, 3, "3"), (1, 3, "3")])
+def test_local_runs_get_the_threads_their_config_fixes_whatever_the_jobs(tmp_path, monkeypatch, jobs, threads,
+                                                                         expected):
+    """OMP_NUM_THREADS is the config's cpu_threads (1 on the mini presets) or --threads, never --jobs' share;
+    another thread count is another run (its own id)."""
     import attnbench.sweep.launch as launch
 
     seen, real_run = [], subprocess.run
@@ -291,11 +293,19 @@ def test_local_runs_get_their_share_of_the_cpu_threads(tmp_path, monkeypatch, jo
 
     monkeypatch.setattr(launch.subprocess, "run", fake_run)
     store = ResultsStore(tmp_path / "results")
-    runs = [Run("det", "mini", "baseline", seed, None, str(vision_config_path("det", "mini", "baseline")), {})
-            for seed in range(2)]
-    rows = list(SweepRunner(store, jobs=jobs, threads=threads).run_all(runs))
+    runs = build_plan(["det"], [], [], 2, "mini", threads=threads)
+    rows = list(SweepRunner(store, jobs=jobs).run_all(runs))
     assert [row["status"] for row in rows] == ["ok", "ok"]
-    assert seen == [expected or str(max(1, os.cpu_count() // jobs))] * 2
+    assert seen == [expected] * 2
+    assert (runs[0].run_id == build_plan(["det"], [], [], 1, "mini")[0].run_id) == (threads is None)
+
+
+def test_configs_without_a_thread_count_share_the_cores_between_jobs(tmp_path):
+    import os
+
+    run = Run("det", "full", "baseline", 0, None, str(vision_config_path("det", "full", "baseline")), {})
+    assert run.cpu_threads is None
+    assert SweepRunner(ResultsStore(tmp_path), jobs=2).threads(run) == max(1, os.cpu_count() // 2)
 
 
 def test_rows_record_the_commit_and_whether_the_code_differs_from_it(tmp_path, monkeypatch):
@@ -321,9 +331,9 @@ def test_rows_record_the_commit_and_whether_the_code_differs_from_it(tmp_path, m
     assert launch._git_commit() == commit + "+dirty"
 
 
-def test_bad_thread_count_is_refused(tmp_path):
+def test_bad_thread_count_is_refused():
     with pytest.raises(ValueError, match="--threads"):
-        SweepRunner(ResultsStore(tmp_path / "results"), threads=0)
+        build_plan(["det"], [], [], 1, "mini", threads=0)
 
 
 def test_submitit_launcher_runs_and_records(tmp_path):
@@ -344,9 +354,52 @@ def test_nmt_plan_and_shared_baseline():
     assert runs[3].cfg_options == {"model.cross_attention": {"type": "generalized", "attention_type": "1000"}}
     with pytest.raises(ValueError, match="cannot fill the enc-dec slot"):
         build_plan(["nmt"], [], ["dynamic"], 1, "mini", slot="enc-dec")
-    rows = [dict(run_id=r.run_id, task="nmt", preset="mini", slot=r.slot, variant=r.variant, metric="translation/BLEU",
-                 value=v, macs_model=1, macs_modules=1, params_model=1, status="ok")
+    rows = [dict(run_id=r.run_id, task="nmt", preset="mini", slot=r.slot, variant=r.variant, seed=r.seed,
+                 metric="translation/BLEU", value=v, macs_model=1, macs_modules=1, params_model=1, status="ok")
             for r, v in zip(runs[:4], [30.0, 29.0, 28.0, 31.0])]
     summary = summarize(pd.DataFrame(rows)).set_index(["slot", "variant"])
     assert summary.loc[("enc-dec", "1000"), "delta"] == pytest.approx(1.0)
     assert summary.loc[("enc-self", "baseline"), "mean"] == 30.0
+
+
+def tiny_config_file(tmp_path, variant: str) -> Path:
+    """A det mini config of ``variant`` on 16 generated images, one epoch of 2 iterations, as a file (so that
+    ``tools/train.py`` and the sweep read the very same config)."""
+    data_root = str(tmp_path / "data") + "/"
+    ann_file = data_root + "annotations/instances_val.json"
+    path = tmp_path / f"tiny-{variant}.py"
+    path.write_text(f"""_base_ = {str(vision_config_path("det", "mini", variant))!r}
+dataset = dict(data_root={data_root!r}, generate=dict(num_train=16, num_val=4))
+train_dataloader = dict(batch_size=8, dataset=dataset)
+val_dataloader = dict(dataset=dataset)
+test_dataloader = val_dataloader
+val_evaluator = [dict(type='CocoMetric', ann_file={ann_file!r}, metric='bbox'),
+                 dict(type='attnbench.ClassAgnosticCocoMetric', ann_file={ann_file!r})]
+test_evaluator = val_evaluator
+train_cfg = dict(max_epochs=1, val_interval=1)
+param_scheduler = []
+""")
+    return path
+
+
+def test_a_run_is_reproducible_to_the_bit_whichever_entry_point_starts_it(tmp_path):
+    """Two sweeps of one run (at --jobs 1 and 2) and tools/train.py with the same seed end with the same
+    weights, bit for bit, and the sweeps with the same metrics; the rows record the run's protocol."""
+    config = tiny_config_file(tmp_path, "0010")
+    run = Run("det", "mini", "0010", 3, None, str(config), {})
+    rows = [next(SweepRunner(ResultsStore(tmp_path / f"sweep{jobs}"), jobs=jobs, snapshot=False).run_all([run]))
+            for jobs in (1, 2)]
+    assert [row["status"] for row in rows] == ["ok", "ok"], rows
+    assert rows[0]["value"] == rows[1]["value"] and rows[0]["value_class_agnostic"] == rows[1]["value_class_agnostic"]
+    assert rows[0]["threads"] == 1 and rows[0]["device"] == "cpu"
+    assert rows[0]["torch_version"] == torch.__version__ and rows[0]["mmcv_version"] == "2.1.0"
+    work_dir = tmp_path / "train_py"
+    subprocess.run([sys.executable, str(ROOT / "tools/train.py"), str(config), "--work-dir", str(work_dir),
+                    "--cfg-options", "randomness.seed=3"], check=True, capture_output=True, cwd=tmp_path)
+    checkpoints = [tmp_path / f"sweep{jobs}/runs" / run.run_id / "epoch_1.pth" for jobs in (1, 2)]
+    states = [torch.load(p, map_location="cpu", weights_only=False)["state_dict"]
+              for p in [*checkpoints, work_dir / "epoch_1.pth"]]
+    for other in states[1:]:
+        assert other.keys() == states[0].keys()
+        different = [k for k in states[0] if not torch.equal(states[0][k], other[k])]
+        assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"

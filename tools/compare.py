@@ -2,13 +2,65 @@
 
     python tools/compare.py [--results results/sweep] [--format text|markdown|csv]
     python tools/compare.py --effects       # main effect of each term E1..E4 (paired factor sets)
+    python tools/compare.py --power --effect det=0.01,seg=1,nmt=2   # what the seeds can detect, seeds needed
     python tools/compare.py --tasks nmt --slot enc-dec
+
+"delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
+seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
+recorded): "paired Δ" is the mean ± std of their differences and "paired t" its t. "p" is
+two-sided: the paired t-test's where a row has two paired seeds or more, else Welch's followed by
+"u" (unpaired), e.g. 0.004 against 0.210u. Rows not paired on all their seeds are named under
+the table, with the reason.
 """
 import argparse
+import sys
 from collections.abc import Sequence
 
-from attnbench.sweep.report import comparison_table, factor_effects
-from attnbench.sweep.store import ResultsStore
+import pandas as pd
+
+from attnbench.sweep.report import comparison_table, factor_effects, pairing_notes, power_table, summarize
+from attnbench.sweep.store import read_store_or_exit
+
+
+def effect_sizes(text: str) -> float | dict[str, float]:
+    """``--effect``: one number for every task, or ``TASK=NUMBER,...``."""
+    try:
+        if "=" not in text:
+            return float(text)
+        return {task.strip(): float(size) for task, size in (item.split("=", 1) for item in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number, or TASK=NUMBER,... "
+                                         "(e.g. det=0.01,seg=1.0,nmt=2)") from None
+
+
+def frame_text(frame: pd.DataFrame, fmt: str) -> str:
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if fmt == "markdown":
+        return frame.to_markdown(index=False, floatfmt=".4f")
+    return frame.to_string(index=False)
+
+
+def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
+    """TEXT, then the notes after a blank line (on stderr for csv, so that stdout stays one table)."""
+    print(text)
+    if notes:
+        print("\n" + "\n".join(notes), file=sys.stderr if fmt == "csv" else sys.stdout)
+
+
+def power_notes(power: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+    """What the --power columns mean, and the tasks whose spread comes from unpaired runs."""
+    meaning = (f"min_detectable_effect: the smallest mean difference from the baseline (in the metric's unit) that a "
+               f"two-sided paired t-test over `seeds` seeds detects at significance {args.alpha} with power "
+               f"{args.power_target}")
+    if args.effect is not None:
+        meaning += "; seeds_needed: the seeds that detect `effect`"
+    unpaired = [task + (f"/{slot}" if slot else "")
+                for task, slot, paired in zip(power["task"], power["slot"], power["paired"]) if not paired]
+    if not unpaired:
+        return [meaning]
+    return [meaning, f"{', '.join(unpaired)}: no paired runs (no row with two seeds sharing a protocol with the "
+                     "baseline): sd_difference is sqrt(2) x the pooled seed std, that of two independent runs"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -17,11 +69,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--format", default="text", choices=["text", "markdown", "csv"])
     p.add_argument("--effects", action="store_true",
                    help="the main effect of each term E1..E4 instead: the metric's change when the term is added "
-                   "to a factor set, over the pairs of sets that differ in it only")
+                   "to a factor set, over the pairs of sets that differ in it only; `paired` where the runs of all "
+                   "pairs share a protocol at two seeds or more (then `p` is from Student's t over the per-seed "
+                   "effects; otherwise from the normal)")
+    p.add_argument("--power", action="store_true",
+                   help="per task (and nmt slot) instead: the spread of the paired differences row - baseline, the "
+                   "seeds at hand and the smallest difference they detect with a paired t-test (its power from the "
+                   "noncentral t)")
+    p.add_argument("--effect", type=effect_sizes,
+                   help="with --power: a difference in the metric's unit, one for all tasks (0.01) or one per task "
+                   "(det=0.01,seg=1.0,nmt=2): also print the seeds needed to detect it")
+    p.add_argument("--alpha", type=float, default=0.05, help="with --power: significance level, two-sided (0.05)")
+    p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
     args = p.parse_args(argv)
-    results = ResultsStore(args.results).read()
+    if args.effects and args.power:
+        p.error("--effects and --power are two different outputs: choose one")
+    if args.effect is not None and not args.power:
+        p.error("--effect needs --power")
+    if not 0 < args.alpha < args.power_target < 1:
+        p.error(f"need 0 < --alpha < --power-target < 1 (got {args.alpha} and {args.power_target})")
+    results = read_store_or_exit(args.results, "compare.py")
     if args.tasks:
         results = results[results["task"].isin(args.tasks.split(","))]
     if args.slot:
@@ -31,16 +100,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         results = results[(results["slot"] == args.slot) | results["slot"].isna()]
     if results.empty:
         p.error(f"no results in {args.results} for tasks {args.tasks or 'any'} and slot {args.slot or 'any'}")
-    if not args.effects:
-        print(comparison_table(results, args.format))
-        return
-    effects = factor_effects(results)
-    if args.format == "csv":
-        print(effects.to_csv(index=False))
-    elif args.format == "markdown":
-        print(effects.to_markdown(index=False, floatfmt=".4f"))
+    if args.effects:
+        print(frame_text(factor_effects(results), args.format))
+    elif args.power:
+        power = power_table(results, args.alpha, args.power_target, args.effect)
+        print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)
     else:
-        print(effects.to_string(index=False))
+        print_with_notes(comparison_table(results, args.format), pairing_notes(summarize(results)), args.format)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
     python tools/plot.py [--results results/sweep] [--out results/sweep/tradeoff] [--no-published]
 """
 import argparse
+import sys
+from pathlib import Path
 
 from attnbench.sweep.report import plot_tradeoffs
-from attnbench.sweep.store import ResultsStore
+from attnbench.sweep.store import read_store_or_exit
 
 
 def main() -> None:
@@ -14,8 +16,10 @@ def main() -> None:
     p.add_argument("--out", help="output path without extension (default: RESULTS/tradeoff)")
     p.add_argument("--no-published", action="store_true", help="omit published reference points")
     args = p.parse_args()
-    store = ResultsStore(args.results)
-    for path in plot_tradeoffs(store.read(), args.out or store.root / "tradeoff", not args.no_published):
+    results = read_store_or_exit(args.results, "plot.py")
+    if not (results["status"] == "ok").any():
+        sys.exit(f"plot.py: error: no successful runs to plot in {args.results} ({len(results)} rows, none 'ok')")
+    for path in plot_tradeoffs(results, args.out or Path(args.results) / "tradeoff", not args.no_published):
         print(path)
 
 

@@ -1,35 +1,37 @@
 #!/usr/bin/env bash
 # The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
-# table and the full-scale FLOPs table, all under results/mini-sweep/ (and results/flops-full/).
+# table and the full-scale FLOPs table, all under results/mini-study/ (and results/flops-full/).
 #
 #   bash tools/study.sh                 # every part, in order: det seg nmt flops report
 #   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
-#   SEEDS=3 JOBS=2 RESULTS=results/mini-sweep bash tools/study.sh det
+#   SEEDS=5 JOBS=2 RESULTS=results/mini-study bash tools/study.sh det
+#   ROWS=1111,0010+deformable bash tools/study.sh det   # only these rows (and the baseline)
 #
 # Parts:
 #   det     detection (mmdet Faster R-CNN, mini-shapes): baseline, the 15 factor sets, deformable,
-#           dynamic conv, area attention, 0010+deformable, 1111+deformable and the survey modules;
-#           the baseline, which every row's delta and the "any attention" effect lean on, gets
-#           BASELINE_SEEDS seeds
+#           dynamic conv, area attention, 0010+deformable, 1111+deformable and the survey modules
 #   seg     segmentation (mmseg DeepLabV3, mini-shapes): the same rows, plus the OCR decode head
 #   nmt     translation (mini corpus): baseline, the 15 factor sets, dynamic, lightweight, area and
 #           deformable in each attention slot (encoder self, decoder self, encoder-decoder)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
-#   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md) and the main
-#           effects of the terms E1..E4 (effects.md) of RESULTS
+#   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
+#           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
 #
-# Cost on the 2-core CPU this was written on (two runs at a time, one thread each), measured as
-# wall time per run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training), nmt ~37 s;
-# with 3 seeds that is ~110 runs for each vision part and 165 for nmt, about 11 hours in all: run
-# the parts in turn, each resumes where it stopped (see README, "Reproduction study").
+# Every row runs at the same seeds 0 .. SEEDS-1 under one protocol (one CPU thread per run, paired
+# initialisation), so each row pairs with the baseline seed by seed (docs/sweep.md, "Reproducible,
+# paired runs"); `tools/compare.py --power` says how many seeds a difference needs.
+# Cost on the 2-core CPU this was written on (two runs at a time, one thread each), wall time per
+# run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training), nmt ~37 s: run the
+# parts in turn, each resumes where it stopped (docs/study.md, "Reproduction study at CPU scale").
+# results/mini-sweep/ holds the first study (398 runs), run before the protocol existed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-.venv/bin/python}
-SEEDS=${SEEDS:-3}
-BASELINE_SEEDS=${BASELINE_SEEDS:-10}
+SEEDS=${SEEDS:-5}
 JOBS=${JOBS:-2}
-RESULTS=${RESULTS:-results/mini-sweep}
+RESULTS=${RESULTS:-results/mini-study}
+ROWS=${ROWS:-}
 # every row of a task but the baseline and the factor sets (which --factors all adds), from the
 # project's own lists: attnbench.variants.vision_rows and the translation task's mechanisms
 module_rows() {
@@ -61,14 +63,16 @@ done
 for p in "${parts[@]}"; do
     echo "== study part: $p ($(date -u +%H:%M:%S))"
     case $p in
-        det | seg | nmt) sweep --tasks "$p" --factors all --modules "$(module_rows "$p")" ;;&
-        det | seg) sweep --tasks "$p" --factors '' --seeds "$BASELINE_SEEDS" ;;  # the baseline alone, more seeds
+        det | seg | nmt)
+            if [ -n "$ROWS" ]; then sweep --tasks "$p" --modules "$ROWS"
+            else sweep --tasks "$p" --factors all --modules "$(module_rows "$p")"; fi ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
             "$PYTHON" tools/compare.py --results "$RESULTS" --format markdown > "$RESULTS/table.md"
             "$PYTHON" tools/compare.py --results "$RESULTS" --effects --format markdown > "$RESULTS/effects.md"
-            echo "$RESULTS/table.md $RESULTS/effects.md" ;;
+            "$PYTHON" tools/compare.py --results "$RESULTS" --power > "$RESULTS/power.md"
+            echo "$RESULTS/table.md $RESULTS/effects.md $RESULTS/power.md" ;;
     esac
 done
 if [ ${#failed[@]} -gt 0 ]; then

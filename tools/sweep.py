@@ -6,6 +6,7 @@ Examples:
     python tools/sweep.py --factors all --modules deformable,dynamic,area,0010+deformable
     python tools/sweep.py --tasks nmt --slot enc-dec --factors 1111,1000,0111,0010
     python tools/sweep.py --factors all --dry-run         # the plan, configs and FLOPs; no training
+    python tools/sweep.py --factors 0110 --preset smoke   # a few iterations per run: checks the set-up
     python tools/sweep.py --list                          # every mechanism token, its family, paper, MACs
     python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111
 
@@ -31,7 +32,8 @@ def parse_args() -> argparse.Namespace:
                    "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable")
     p.add_argument("--tasks", default="det,seg", help="comma-separated: det, seg, nmt (default: det,seg)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
-    p.add_argument("--preset", default="mini", help="mini (CPU-sized) or full (paper-scale configs)")
+    p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
+                   "configs) or smoke (the mini configs for a few iterations: checks a sweep end to end in a minute)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per variant (0 .. N-1)")
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
     p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")
@@ -41,8 +43,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="print the plan, configs and FLOPs; train nothing")
     p.add_argument("--launcher", default="local", help="local, slurm, or submitit-local (testing)")
     p.add_argument("--jobs", type=int, default=1, help="parallel local runs")
-    p.add_argument("--threads", type=int, help="CPU threads per local run (default: CPU cores // --jobs; "
-                   "lower it when something else shares the CPU)")
+    p.add_argument("--threads", type=int, help="CPU threads per run, overriding the config's cpu_threads (the mini "
+                   "presets fix 1, so that a run's numbers do not depend on --jobs; another count makes other runs)")
     p.add_argument("--partition", help="slurm partition")
     p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm run")
     p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per slurm run")
@@ -64,20 +66,25 @@ def main() -> int:
         return 0
     from attnbench.sweep.launch import SweepRunner, wandb_mode
     from attnbench.sweep.plan import build_plan, parse_factors
-    from attnbench.sweep.store import ResultsStore
+    from attnbench.sweep.store import ResultsStore, ResultsStoreError
 
     try:
         factors = parse_factors(args.factors) if args.factors else []
         modules = [m.strip() for m in args.modules.split(",") if m.strip()]
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        runs = build_plan(tasks, factors, modules, args.seeds, args.preset, args.slot, not args.no_baseline)
+        runs = build_plan(tasks, factors, modules, args.seeds, args.preset, args.slot, not args.no_baseline,
+                          args.threads)
         store = ResultsStore(args.results)
         store.check_writable()
+        store.read()  # a foreign or damaged results.csv stops the sweep here, before it could overwrite it
         wandb = None if args.no_wandb else dict(
             project=args.wandb_project, group=args.wandb_group or store.root.name, mode=wandb_mode())
         runner = SweepRunner(store, args.launcher, args.jobs, wandb,
                              dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min),
-                             args.threads, snapshot=not args.no_snapshot)
+                             snapshot=not args.no_snapshot)
+    except ResultsStoreError as e:
+        print(f"sweep.py: error: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
         return 2

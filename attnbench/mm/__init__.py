@@ -11,6 +11,7 @@ warnings.filterwarnings("ignore", message="pkg_resources is deprecated", categor
 from . import datasets  # noqa: E402, F401
 from . import heads  # noqa: E402, F401
 from . import hooks  # noqa: E402, F401
+from . import metrics  # noqa: E402, F401
 from . import nmt  # noqa: F401
 from . import plugins  # noqa: E402, F401
 from .registry import DATASETS, HOOKS, METRICS, MODELS

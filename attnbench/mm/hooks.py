@@ -1,7 +1,9 @@
-"""Training hooks used by the sweep."""
+"""Training hooks used by the sweep and the mini configs."""
+import copy
 import math
 import time
 
+import torch
 from mmengine.hooks import Hook
 
 from .registry import HOOKS
@@ -63,3 +65,42 @@ class RunSummaryHook(Hook):
         run = getattr(backend.experiment, "run", None) if backend is not None else None
         if run is not None:
             run.summary.update(self.extra | self.metrics | {"train_seconds": self.train_seconds})
+
+
+@HOOKS.register_module()
+class PairedInitHook(Hook):
+    """Start every run from its baseline's initial weights at the same seed, so runs pair by seed.
+
+    A variant's attention modules draw their initial weights from the random stream, so without this
+    every layer built or initialised after the first of them (the rest of the backbone, neck, heads)
+    starts from other values than in the baseline's run at the same seed, and the pair shares only its
+    data order. Before the first iteration, this hook builds the baseline model (the run's model config
+    without the backbone keys a variant sets, :attr:`attnbench.variants.Variant.BACKBONE_KEYS`),
+    initialises it at the run's seed on a forked random stream (the run's own stream is untouched) and
+    copies into the run's model every tensor of the same name and shape: all but the variant's own.
+    The baseline's run copies its whole model, so the two start equal wherever they can. A resumed run
+    or one loading a checkpoint (``load_from``) is left as it is.
+    """
+
+    priority = "VERY_HIGH"
+
+    def before_train(self, runner) -> None:
+        from mmengine.registry import MODELS  # the root: resolves mmdet/mmseg types in the runner's scope
+
+        from attnbench.variants import Variant
+
+        if runner.iter > 0 or runner.cfg.get("load_from"):
+            return
+        reference_cfg = copy.deepcopy(runner.cfg.model)
+        for key in Variant.BACKBONE_KEYS:
+            reference_cfg.get("backbone", {}).pop(key, None)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(runner.seed)
+            reference = MODELS.build(reference_cfg)
+            reference.init_weights()
+        model = runner.model.module if hasattr(runner.model, "module") else runner.model
+        own = model.state_dict()
+        shared = {k: v for k, v in reference.state_dict().items() if k in own and own[k].shape == v.shape}
+        model.load_state_dict(shared, strict=False)
+        runner.logger.info(f"paired initialisation: {len(shared)} of {len(own)} tensors from the baseline "
+                           f"model initialised at seed {runner.seed}")

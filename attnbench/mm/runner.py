@@ -56,6 +56,27 @@ def check_config(cfg: Config, check_data: bool = True) -> None:
                 "data there, or point data_root at it (--cfg-options)")
 
 
+def apply_run_protocol(cfg: Config) -> dict:
+    """Fix what, besides the config, seed, code and stack, decides a run's numbers; return it.
+
+    CPU results depend on the number of intra-op threads (reductions are split differently), so a
+    config fixes it with ``cpu_threads`` (the mini presets: 1), whichever entry point starts the run
+    (``tools/train.py``, ``tools/test.py`` or the sweep) and however many runs share the machine.
+    Deterministic algorithms are requested where torch has them (``warn_only``: an op without one
+    warns instead of failing, as several CUDA ops of mmdet would). Returns the protocol the results
+    store records: ``threads``, ``device``, ``torch_version``, ``mmcv_version``.
+    """
+    import mmcv
+
+    if cfg.get("cpu_threads") is not None:
+        torch.set_num_threads(int(cfg.cpu_threads))
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (CUDA >= 10.2)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return dict(threads=torch.get_num_threads(), device=device, torch_version=torch.__version__,
+                mmcv_version=mmcv.__version__)
+
+
 def checkpoint_safe_globals() -> list:
     """What mmengine 0.10.7 pickles into its checkpoints besides tensors.
 
@@ -129,5 +150,6 @@ def config_from_args(args) -> Config:
     """The config of :func:`add_config_args`' arguments, ready for ``Runner.from_cfg``."""
     os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
+    apply_run_protocol(cfg)
     setup_cpu_distributed(cfg)
     return cfg

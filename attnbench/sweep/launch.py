@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import attnbench
-from attnbench.config_files import CONFIG_ROOT
+from attnbench.config_files import CONFIG_ROOT, repository_path
 
 from .plan import Run
 from .store import ResultsStore
@@ -77,20 +77,20 @@ class SweepRunner:
     """Executes runs and records one result row each in the store."""
 
     def __init__(self, store: ResultsStore, launcher: str = "local", jobs: int = 1, wandb: dict | None = None,
-                 slurm: dict | None = None, threads: int | None = None, snapshot: bool = True):
+                 slurm: dict | None = None, snapshot: bool = True):
         if launcher not in LAUNCHERS:
             raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
         if jobs < 1:
             raise ValueError(f"--jobs must be a positive integer, got {jobs}")
-        if threads is not None and threads < 1:
-            raise ValueError(f"--threads must be a positive integer, got {threads}")
         self.store, self.launcher, self.jobs = store, launcher, jobs
-        # CPU threads of each local run: the cores shared out between the parallel runs unless given
-        # (more threads than cores in all makes every run several times slower)
-        self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
         self.wandb, self.slurm = wandb, slurm or {}
         self.commit = _git_commit()
         self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
+
+    def threads(self, run: Run) -> int:
+        """CPU threads of a local run: those its config fixes (its protocol), or else the cores
+        shared out between the parallel runs (more threads than cores makes every run slower)."""
+        return run.cpu_threads or max(1, (os.cpu_count() or 1) // self.jobs)
 
     def run_dir(self, run: Run) -> Path:
         return self.store.root / "runs" / run.run_id
@@ -116,7 +116,7 @@ class SweepRunner:
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
         command, result = self._command(run)
-        env = os.environ | {"OMP_NUM_THREADS": str(self.threads)}
+        env = os.environ | {"OMP_NUM_THREADS": str(self.threads(run))}
         with open(self.run_dir(run) / "run.log", "w") as log:
             proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self._read_result(result, f"worker exited with code {proc.returncode}")
@@ -153,7 +153,7 @@ class SweepRunner:
 
     def _record(self, run: Run, result: dict, started: str) -> dict:
         row = dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
-                   factors=run.factors, modules=run.modules, seed=run.seed, config=run.config,
+                   factors=run.factors, modules=run.modules, seed=run.seed, config=repository_path(run.config),
                    config_hash=run.config_hash, attnbench_version=attnbench.__version__,
                    git_commit=self.commit, started_at=started, finished_at=_now()) | result
         self.store.record(row)

@@ -24,12 +24,21 @@ class Run:
     cfg_options: dict = field(default_factory=dict)
 
     @cached_property
-    def config_hash(self) -> str:
-        """Hash of the resolved config, overrides and seed: a changed config is a new run."""
+    def _resolved_config(self):
         from mmengine.config import Config
 
-        text = Config.fromfile(self.config).pretty_text + json.dumps(self.cfg_options, sort_keys=True)
+        return Config.fromfile(self.config)
+
+    @cached_property
+    def config_hash(self) -> str:
+        """Hash of the resolved config, overrides and seed: a changed config is a new run."""
+        text = self._resolved_config.pretty_text + json.dumps(self.cfg_options, sort_keys=True)
         return hashlib.sha1(f"{text}|seed={self.seed}".encode()).hexdigest()[:10]
+
+    @property
+    def cpu_threads(self) -> int | None:
+        """The CPU threads the run's config fixes (``cpu_threads``; part of its protocol), if any."""
+        return self.cfg_options.get("cpu_threads", self._resolved_config.get("cpu_threads"))
 
     @cached_property
     def run_id(self) -> str:
@@ -59,8 +68,14 @@ def parse_factors(spec: str) -> list[str]:
 
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int, preset: str,
-               slot: str | None = None, baseline: bool = True) -> list[Run]:
-    """Every (task, variant, seed) run; raises ``ValueError`` on any bad input before training."""
+               slot: str | None = None, baseline: bool = True, threads: int | None = None) -> list[Run]:
+    """Every (task, variant, seed) run; raises ``ValueError`` on any bad input before training.
+
+    ``threads`` overrides the CPU threads the configs fix (``cpu_threads``): a run with another
+    thread count computes other numbers, so it is another run (its own config hash and run id).
+    """
+    if threads is not None and threads < 1:
+        raise ValueError(f"--threads must be a positive integer, got {threads}")
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {PRESETS}")
     if seeds < 1:
@@ -81,6 +96,8 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
             for task_slot in task.slots(slot, variant):
                 config, cfg_options = task.config(preset, variant, task_slot)
+                if threads is not None:
+                    cfg_options = cfg_options | {"cpu_threads": threads}
                 runs += [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
                          for seed in range(seeds)]
     return runs

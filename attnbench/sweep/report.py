@@ -1,9 +1,13 @@
 """Tables and accuracy-versus-FLOPs plots from the results store (the study's Figure 2)."""
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
+from scipy import optimize, stats
 
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.variants import SURVEY_VARIANTS
@@ -26,29 +30,151 @@ PUBLISHED = {
 
 _GROUP = ["task", "preset", "slot", "variant"]
 
+#: A run's protocol: two runs at one seed are paired only when they agree on all of these, none missing.
+PROTOCOL = ("threads", "device", "torch_version", "mmcv_version")
 
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Mean, std and count over seeds per variant, with the delta against the baseline.
+_PAIRED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "paired_p", "pairing"]
 
-    ``delta_t`` is Welch's t of that delta, ``delta / sqrt(std^2/seeds + std_baseline^2/seeds_baseline)``,
-    where both rows have two seeds or more (NaN otherwise): beyond about 2 (3 seeds each: 2.8 for
-    p < 0.05, two-sided) the difference is larger than the seed noise.
-    """
+
+def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
+    """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
+    where the store records none, ``threads`` read back as 2.0 as ``"2"``) and ``value_class_agnostic``
+    NaN where the store has no such column."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
-    summary = ok.groupby(_GROUP, dropna=False).agg(
+    for column in PROTOCOL:
+        ok[column] = ok[column].map(_protocol_text) if column in ok else ""
+    agnostic = ok["value_class_agnostic"] if "value_class_agnostic" in ok else math.nan
+    ok["value_class_agnostic"] = pd.to_numeric(agnostic, errors="coerce")
+    return ok
+
+
+def _protocol_text(value) -> str:
+    if pd.isna(value) or value == "":
+        return ""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def paired_differences(runs: pd.DataFrame, reference: pd.DataFrame) -> pd.Series:
+    """``value - reference value`` per seed (the index), over the seeds at which both have a run with the
+    same, fully recorded :data:`PROTOCOL` (the mean where a seed has several such pairs of runs).
+
+    The one pairing rule of the report: the table's paired statistics, the paired effects and the power
+    analysis all take their differences from here. Both frames come from :func:`successful_runs`."""
+    recorded = [frame.loc[(frame[list(PROTOCOL)] != "").all(axis=1), ["seed", *PROTOCOL, "value"]]
+                for frame in (runs, reference)]
+    pairs = recorded[0].merge(recorded[1], on=["seed", *PROTOCOL], suffixes=("", "_reference"))
+    return (pairs["value"] - pairs["value_reference"]).groupby(pairs["seed"]).mean()
+
+
+def _runs_by_row(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    return {key: rows for key, rows in runs.groupby(_GROUP)}
+
+
+def _baseline_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: str) -> pd.DataFrame | None:
+    """The baseline runs a row is compared with: its slot's, else the task's shared one (NMT: standard
+    attention in every slot, one run for all of them)."""
+    return by_row.get((task, preset, slot, "baseline"), by_row.get((task, preset, "", "baseline")))
+
+
+def _pooled_std(stds: pd.Series, counts: pd.Series) -> float:
+    """``sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1))`` over the entries with ``n_i >= 2``; NaN without any."""
+    repeated = counts > 1
+    dof = (counts[repeated] - 1).sum()
+    return float((stds[repeated] ** 2 * (counts[repeated] - 1)).sum() / dof) ** 0.5 if dof else math.nan
+
+
+def _t_test(estimate: float, se: float, dof: float) -> tuple[float, float]:
+    """``t = estimate / se`` and its two-sided p from Student's t with ``dof`` degrees of freedom (the
+    normal where ``dof`` is inf). With ``se`` 0: t = ±inf and p = 0 for a nonzero estimate, NaN for 0."""
+    if se == 0:
+        return (math.copysign(math.inf, estimate), 0.0) if estimate != 0 else (math.nan, math.nan)
+    t = estimate / se
+    return t, float(2 * stats.t.sf(abs(t), dof))
+
+
+def _paired_statistics(differences: pd.Series) -> dict:
+    n = len(differences)
+    if n < 2:
+        return dict(paired_seeds=n, paired_delta=math.nan, paired_std=math.nan, paired_t=math.nan, paired_p=math.nan)
+    mean, std = differences.mean(), differences.std()
+    t, p = _t_test(mean, std / n ** 0.5, n - 1)
+    return dict(paired_seeds=n, paired_delta=mean, paired_std=std, paired_t=t, paired_p=p)
+
+
+def _pairing(runs: pd.DataFrame, baseline: pd.DataFrame, paired_seeds: list) -> str:
+    """How a row was compared with its baseline: "paired", "paired on k of m seeds (why not the others)"
+    or "unpaired (why)"."""
+    common = sorted(set(runs["seed"]) & set(baseline["seed"]))
+    unpaired = [seed for seed in common if seed not in paired_seeds]
+    if not unpaired:
+        if len(paired_seeds) >= 2:
+            return "paired"
+        return "unpaired (no seed in common with the baseline)" if not common else "unpaired (a single seed)"
+    seed = unpaired[0]
+    why = _protocol_mismatch(runs[runs["seed"] == seed].iloc[0], baseline[baseline["seed"] == seed].iloc[0])
+    if len(paired_seeds) >= 2:
+        return f"paired on {len(paired_seeds)} of {len(common)} seeds (seed {seed}: {why})"
+    return f"unpaired (one seed paired; seed {seed}: {why})" if paired_seeds else f"unpaired ({why})"
+
+
+def _protocol_mismatch(run: pd.Series, reference: pd.Series) -> str:
+    """Why two runs at one seed are not paired: the protocol the store lacks for them, or what differs."""
+    missing = [c for c in PROTOCOL if not run[c] or not reference[c]]
+    if missing:
+        lacking = [whose for whose, r in (("this row's runs", run), ("the baseline's runs", reference))
+                   if not all(r[c] for c in PROTOCOL)]
+        what = "protocol" if len(missing) == len(PROTOCOL) else ", ".join(missing)
+        return f"the store records no {what} for {'these runs' if len(lacking) == 2 else lacking[0]}"
+    return "; ".join(f"{c} {'differ' if c.endswith('s') else 'differs'}: {run[c]} vs {reference[c]}"
+                     for c in PROTOCOL if run[c] != reference[c])
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: mean, std and count (``seeds``) over seeds, ``class_agnostic`` (the mean of
+    ``value_class_agnostic``, detection's class-agnostic AP) and the comparison with the baseline.
+
+    Unpaired: ``delta``, the difference of the means; ``delta_t``, Welch's t,
+    ``delta / sqrt(a + b)`` with ``a = std^2/seeds``, ``b = std_baseline^2/seeds_baseline``, where both
+    rows have two seeds or more (NaN otherwise); ``welch_p``, its two-sided p from Student's t with the
+    Welch–Satterthwaite degrees of freedom ``(a + b)^2 / (a^2/(seeds - 1) + b^2/(seeds_baseline - 1))``.
+
+    Paired: a row's run at seed s and the baseline's run at s (for NMT the shared baseline) are paired
+    when they share the protocol (:func:`paired_differences`). Over the n paired seeds, ``paired_delta``
+    and ``paired_std`` are the mean and sample std of d_s = row_s - baseline_s, ``paired_t =
+    paired_delta / (paired_std / sqrt(n))`` and ``paired_p`` its two-sided p from Student's t with n - 1
+    degrees of freedom (scipy.stats.ttest_rel's test). They are NaN with fewer than two pairs
+    (``paired_seeds`` counts them); with ``paired_std`` 0 the t is ±inf and p 0, unless the mean is 0 too
+    (NaN). ``pairing`` says how the row was compared: "paired", "paired on k of m seeds (why not the
+    others)" or "unpaired (why)"; "" for baselines and rows without one.
+    """
+    runs = successful_runs(results)
+    summary = runs.groupby(_GROUP, dropna=False).agg(
         metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
-        macs_model=("macs_model", "mean"), macs_modules=("macs_modules", "mean"),
-        params_model=("params_model", "mean")).reset_index()
+        class_agnostic=("value_class_agnostic", "mean"), macs_model=("macs_model", "mean"),
+        macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
     keys = ["task", "preset", "slot"]
     baseline = summary.loc[summary["variant"] == "baseline", [*keys, "mean", "std", "seeds"]]
     reference = summary[keys].merge(baseline, on=keys, how="left")  # row for row: a left merge keeps the order
     summary["delta"] = summary["mean"] - reference["mean"]
-    error = (summary["std"] ** 2 / summary["seeds"] + reference["std"] ** 2 / reference["seeds"]) ** 0.5
+    a, b = summary["std"] ** 2 / summary["seeds"], reference["std"] ** 2 / reference["seeds"]
+    error = (a + b) ** 0.5
     repeated = (summary["seeds"] > 1) & (reference["seeds"] > 1) & (error > 0) & (summary["variant"] != "baseline")
     summary["delta_t"] = (summary["delta"] / error).where(repeated)
+    welch_dof = (a + b) ** 2 / (a ** 2 / (summary["seeds"] - 1) + b ** 2 / (reference["seeds"] - 1))
+    summary["welch_p"] = 2 * stats.t.sf(summary["delta_t"].abs(), welch_dof.where(repeated))
+    by_row, paired = _runs_by_row(runs), []
+    for task, preset, slot, variant in summary[_GROUP].itertuples(index=False):
+        base = _baseline_runs(by_row, task, preset, slot)
+        if variant == "baseline" or base is None:
+            paired.append({**_paired_statistics(pd.Series(dtype=float)), "pairing": ""})
+            continue
+        mine = by_row[(task, preset, slot, variant)]
+        differences = paired_differences(mine, base)
+        paired.append({**_paired_statistics(differences), "pairing": _pairing(mine, base, list(differences.index))})
+    summary = pd.concat([summary, pd.DataFrame(paired, index=summary.index, columns=_PAIRED_COLUMNS)], axis=1)
     return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
 
 
@@ -65,23 +191,64 @@ def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
+    """The :func:`summarize` table as text, markdown or csv: mean ± std over seeds, the delta against
+    the baseline and its Welch t; ``paired Δ`` (mean ± std of the paired differences) and ``paired t``
+    where a row has two paired seeds or more; ``p``, two-sided: the paired p where there is one, else
+    Welch's followed by ``u`` (unpaired), e.g. ``0.004`` and ``0.210u`` (``<0.001`` below 0.001); for
+    detection, ``class-agnostic AP`` (blank where the store has none); and the model's and attention's MACs.
+    """
     s = summarize(results)
-    table = pd.DataFrame({
+    paired = s["paired_seeds"] >= 2
+    columns = {
         "task": s["task"] + s["slot"].map(lambda x: f"/{x}" if x else ""), "preset": s["preset"],
         "variant": s["variant"], "metric": s["metric"],
         "mean ± std": [f"{m:.4f} ± {d:.4f}" for m, d in zip(s["mean"], s["std"])], "seeds": s["seeds"],
         "delta vs baseline": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
         "t": s["delta_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
-        "GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)})
+        "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if both else ""
+                     for d, sd, both in zip(s["paired_delta"], s["paired_std"], paired)],
+        "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
+        "p": [_p_text(pp) if both else _p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
+    if (s["task"] == "det").any():
+        columns["class-agnostic AP"] = ["" if task != "det" or pd.isna(x) else f"{x:.4f}"
+                                        for task, x in zip(s["task"], s["class_agnostic"])]
+    columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
+    table = pd.DataFrame(columns)
     if fmt == "csv":
         return table.to_csv(index=False)
     if fmt == "markdown":
-        numeric = {"seeds", "delta vs baseline", "t", "GMACs model", "GMACs attention"}
+        text = {"task", "preset", "variant", "metric", "mean ± std"}
         return table.to_markdown(index=False, disable_numparse=True,  # keeps the signs of the deltas
-                                 colalign=["right" if c in numeric else "left" for c in table.columns])
+                                 colalign=["left" if c in text else "right" for c in table.columns])
     if fmt == "text":
         return table.to_string(index=False)
     raise ValueError(f"unknown format {fmt!r}; choose from text, markdown, csv")
+
+
+def _p_text(p: float, mark: str = "") -> str:
+    if pd.isna(p):
+        return ""
+    return ("<0.001" if p < 0.001 else f"{p:.3f}") + mark
+
+
+def pairing_notes(summary: pd.DataFrame) -> list[str]:
+    """One line for each way rows of a :func:`summarize` table were compared other than fully paired,
+    naming the rows: ``det/0010: unpaired (threads differ: 1 vs 2)``, or ``det (all 34 rows): ...`` when
+    every row of a task (and slot) with a baseline was compared that way."""
+    several_presets = summary["preset"].nunique() > 1
+    notes = []
+    for pairing, rows in summary[~summary["pairing"].isin(["", "paired"])].groupby("pairing", sort=False):
+        names = []
+        for (task, preset, slot), group in rows.groupby(["task", "preset", "slot"], sort=False):
+            label = task + (f"/{slot}" if slot else "") + (f" ({preset})" if several_presets else "")
+            compared = summary[(summary["task"] == task) & (summary["preset"] == preset) & (summary["slot"] == slot)
+                               & (summary["pairing"] != "")]
+            if len(group) > 1 and len(group) == len(compared):
+                names.append(f"{label} (all {len(group)} rows)")
+            else:
+                names += [f"{label}/{variant}" for variant in group["variant"]]
+        notes.append(f"{', '.join(names)}: {pairing}")
+    return notes
 
 
 TERMS = ("E1", "E2", "E3", "E4")
@@ -92,46 +259,155 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
 
     For term ``Ek`` every factor set with ``Ek`` on is paired with the same set without it (on the
     vision tasks the baseline is the empty set ``0000``; on translation the baseline is standard
-    attention everywhere and is left out); the effect is the change of the seed-mean metric over
-    those pairs: up to 8 pairs per term, fewer when rows are missing. ``seed_std`` is the pooled
-    standard deviation over seeds of the task's variants run with two seeds or more (NaN without),
-    the noise an effect is to be compared with; ``effect_se`` the standard error it gives the
-    effect, ``seed_std * sqrt(sum over pairs of 1/n_on + 1/n_off) / pairs`` with ``n`` the seeds
-    of each row (the pairs share no row), and ``z = effect / effect_se``.
+    attention everywhere and is left out): up to 8 pairs per term, fewer when rows are missing. On the
+    vision tasks a last row, term ``any``, compares attention of any kind with none: its pairs are each
+    factor set with the baseline. ``effect`` is the mean over the pairs of each pair's difference,
+    ``effect_std``, ``min`` and ``max`` their spread. ``seed_std`` is the pooled standard deviation over
+    seeds of the task's variants run with two seeds or more (NaN without).
 
-    On the vision tasks a last row, term ``any``, compares attention of any kind with none: the
-    mean over the factor sets of each set's delta against the baseline (``pairs`` = factor sets),
-    with ``effect_se = seed_std * sqrt(sum_v 1/n_v / K^2 + 1/n_baseline)`` over the K sets.
+    Paired (``paired`` true) when every pair's runs share a protocol (:func:`paired_differences`) at two
+    seeds or more common to all the pairs, S: a pair's difference is the mean over S of on_s - off_s,
+    the effect at seed s is e_s = the mean over pairs of on_s - off_s, and ``effect_se = std(e_s) /
+    sqrt(|S|)``; ``z = effect / effect_se`` is then a t with |S| - 1 degrees of freedom, from which ``p``
+    (two-sided) comes. The spread of the per-seed effect, rather than a pooled variance of the pairs'
+    differences, keeps what the pairs share at a seed: the pairs of ``any`` all subtract the same
+    baseline run, and runs at one seed start from the same initialisation and data order, so the pairs'
+    differences are not independent and a pooled variance would misstate the error.
+
+    Unpaired otherwise: a pair's difference is that of the seed means, ``effect_se = seed_std *
+    sqrt(sum_r c_r^2 / n_r)`` over the rows r in the pairs, with n_r seeds and net weight c_r in the
+    effect (±1/pairs for a term's rows, whose pairs share none: ``seed_std * sqrt(sum over pairs of
+    1/n_on + 1/n_off) / pairs``; for ``any`` over K sets, 1/K per set and -1 for the baseline), and ``p``
+    is two-sided from the normal (seed_std taken as known).
     """
     s = summarize(results)
+    by_row = _runs_by_row(successful_runs(results))
     rows = []
     for (task, preset, slot), group in s.groupby(["task", "preset", "slot"]):
-        means = {v: m for v, m in zip(group["variant"], group["mean"]) if v in ALL_FACTORS}
+        factor_sets = group[group["variant"].isin(ALL_FACTORS)]
+        means = dict(zip(factor_sets["variant"], factor_sets["mean"]))
         seeds = dict(zip(group["variant"], group["seeds"]))
+        runs = {v: by_row[(task, preset, slot, v)] for v in means}
         if task != "nmt" and "baseline" in set(group["variant"]):
             means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
             seeds["0000"] = seeds["baseline"]
-        repeated = group[group["seeds"] > 1]
-        seed_std = (((repeated["std"] ** 2) * (repeated["seeds"] - 1)).sum() / (repeated["seeds"] - 1).sum()) ** 0.5 \
-            if len(repeated) else float("nan")
-
-        def add(term, diffs, effect_se):
-            diffs = pd.Series(diffs, dtype=float)
-            rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(diffs), effect=diffs.mean(),
-                             effect_std=diffs.std() if len(diffs) > 1 else float("nan"), min=diffs.min(),
-                             max=diffs.max(), seed_std=seed_std, effect_se=effect_se, z=diffs.mean() / effect_se))
-
-        for k, term in enumerate(TERMS):
-            pairs = [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
+            runs["0000"] = _baseline_runs(by_row, task, preset, slot)
+        seed_std = _pooled_std(group["std"], group["seeds"])
+        terms = {term: [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
+                 for k, term in enumerate(TERMS)}
+        if "0000" in means:
+            terms["any"] = [(v, "0000") for v in means if v != "0000"]
+        for term, pairs in terms.items():
             if pairs:
-                add(term, [means[on] - means[off] for on, off in pairs],
-                    seed_std * sum(1 / seeds[on] + 1 / seeds[off] for on, off in pairs) ** 0.5 / len(pairs))
-        sets = [v for v in means if v != "0000"]
-        if "0000" in means and sets:
-            add("any", [means[v] - means["0000"] for v in sets],
-                seed_std * (sum(1 / seeds[v] for v in sets) / len(sets) ** 2 + 1 / seeds["0000"]) ** 0.5)
-    return pd.DataFrame(rows, columns=["task", "preset", "slot", "term", "pairs", "effect", "effect_std",
-                                       "min", "max", "seed_std", "effect_se", "z"])
+                rows.append(dict(task=task, preset=preset, slot=slot, term=term, pairs=len(pairs), seed_std=seed_std,
+                                 **_effect(pairs, means, seeds, runs, seed_std)))
+    return pd.DataFrame(rows, columns=["task", "preset", "slot", "term", "pairs", "paired", "effect", "effect_std",
+                                       "min", "max", "seed_std", "effect_se", "z", "p"])
+
+
+def _effect(pairs: list[tuple[str, str]], means: dict, seeds: dict, runs: dict, seed_std: float) -> dict:
+    """The effect of :func:`factor_effects` over (on, off) pairs of factor sets, paired where it can be."""
+    per_pair = [paired_differences(runs[on], runs[off]) for on, off in pairs]
+    common = sorted(set.intersection(*(set(d.index) for d in per_pair)))
+    if len(common) >= 2:
+        at_seed = pd.concat([d.loc[common] for d in per_pair], axis=1)  # one column per pair, one row per seed
+        differences = at_seed.mean(axis=0)
+        effect_se = at_seed.mean(axis=1).std() / len(common) ** 0.5
+        z, p = _t_test(differences.mean(), effect_se, len(common) - 1)
+    else:
+        differences = pd.Series([means[on] - means[off] for on, off in pairs])
+        weight = defaultdict(float)
+        for on, off in pairs:
+            weight[on] += 1 / len(pairs)
+            weight[off] -= 1 / len(pairs)
+        effect_se = seed_std * sum(c ** 2 / seeds[v] for v, c in weight.items()) ** 0.5
+        z, p = _t_test(differences.mean(), effect_se, math.inf)
+    return dict(paired=len(common) >= 2, effect=differences.mean(),
+                effect_std=differences.std() if len(pairs) > 1 else math.nan, min=differences.min(),
+                max=differences.max(), effect_se=effect_se, z=z, p=p)
+
+
+def _power_at(noncentrality: float, n: int, alpha: float) -> float:
+    """``P(T > c) + P(T < -c)``, the lower tail as ``P(T' > c)`` for T' of noncentrality -lambda (the same
+    by symmetry; scipy's far lower cdf can come out NaN)."""
+    critical = stats.t.ppf(1 - alpha / 2, n - 1)
+    return float(stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.sf(critical, n - 1, -noncentrality))
+
+
+def paired_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test at significance alpha over n seeds whose differences have
+    mean ``effect`` and standard deviation ``sd``: ``P(|T| > t_{1-alpha/2, n-1})`` with T noncentral t,
+    n - 1 degrees of freedom and noncentrality ``effect * sqrt(n) / sd``."""
+    return _power_at(effect * n ** 0.5 / sd, n, alpha)
+
+
+def min_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest mean difference D that a two-sided paired t-test over n seeds detects at significance
+    alpha with the given power: ``D = lambda * sd / sqrt(n)``, lambda the noncentrality at which
+    :func:`paired_power` reaches ``power`` (solved with Brent's method; for large n, D tends to the
+    normal approximation ``(z_{1-alpha/2} + z_power) * sd / sqrt(n)``). NaN for n < 2 or an unknown sd."""
+    if not alpha < power < 1:
+        raise ValueError(f"power {power} must lie between alpha {alpha} and 1")
+    if n < 2 or not sd >= 0:
+        return math.nan
+    upper = 1.0
+    while _power_at(upper, n, alpha) < power:
+        upper *= 2
+    return optimize.brentq(lambda nc: _power_at(nc, n, alpha) - power, 0.0, upper) * sd / n ** 0.5
+
+
+def seeds_needed(sd: float, effect: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest n >= 2 with ``paired_power(effect, sd, n, alpha) >= power`` (the power grows with n:
+    found by doubling n, then bisection); 2 where sd is 0, NaN for an unknown sd or a zero effect."""
+    if not alpha < power < 1:
+        raise ValueError(f"power {power} must lie between alpha {alpha} and 1")
+    if not sd >= 0 or effect == 0 or pd.isna(effect):
+        return math.nan
+    if sd == 0:
+        return 2
+
+    def reaches(n: int) -> bool:
+        return paired_power(abs(effect), sd, n, alpha) >= power
+
+    too_few, enough = 1, 2  # one seed has no test
+    while not reaches(enough):
+        too_few, enough = enough, 2 * enough
+    while enough - too_few > 1:
+        middle = (too_few + enough) // 2
+        too_few, enough = (too_few, middle) if reaches(middle) else (middle, enough)
+    return enough
+
+
+def power_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
+                effect: float | Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Per task (and NMT slot), what the seeds at hand can detect, for a paired t-test of a row against
+    the baseline at significance alpha (two-sided) and the given power.
+
+    ``sd_difference`` is the pooled std of the paired differences row - baseline over the rows with two
+    paired seeds or more (``paired`` true) and ``seeds`` the median of their paired seeds; with no such
+    row, ``sqrt(2)`` times the pooled seed std (the std of a difference of two independent runs) and the
+    median seeds of the rows (``paired`` false). ``min_detectable_effect`` is what
+    :func:`min_detectable_effect` gives for them; with ``effect`` (one number, or one per task),
+    ``seeds_needed`` is :func:`seeds_needed` for it (NaN for tasks without one).
+    """
+    rows = []
+    for (task, preset, slot), group in summarize(results).groupby(["task", "preset", "slot"]):
+        compared = group[group["variant"] != "baseline"]
+        if compared.empty:
+            continue
+        paired = compared[compared["paired_seeds"] >= 2]
+        if len(paired):
+            sd, n = _pooled_std(paired["paired_std"], paired["paired_seeds"]), int(paired["paired_seeds"].median())
+        else:
+            sd, n = 2 ** 0.5 * _pooled_std(group["std"], group["seeds"]), int(compared["seeds"].median())
+        row = dict(task=task, preset=preset, slot=slot, metric=group["metric"].iloc[0], paired=len(paired) > 0,
+                   seeds=n, sd_difference=sd, min_detectable_effect=min_detectable_effect(sd, n, alpha, power))
+        if effect is not None:
+            wanted = effect.get(task, math.nan) if isinstance(effect, Mapping) else effect
+            row |= dict(effect=wanted, seeds_needed=seeds_needed(sd, wanted, alpha, power))
+        rows.append(row)
+    columns = ["task", "preset", "slot", "metric", "paired", "seeds", "sd_difference", "min_detectable_effect"]
+    return pd.DataFrame(rows, columns=columns + ["effect", "seeds_needed"] * (effect is not None))
 
 
 def pareto_front(points: pd.DataFrame) -> pd.DataFrame:

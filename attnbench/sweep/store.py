@@ -7,19 +7,32 @@ writing to the same directory lose nothing.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 from filelock import FileLock
 
-#: Columns of a result row, in order.
+#: Columns of a result row, in order. ``threads``, ``device``, ``torch_version`` and ``mmcv_version``
+#: are the run's protocol: runs at one seed are comparable (paired) only when they share it.
+#: ``value_class_agnostic`` is detection's class-agnostic bbox AP (empty on other tasks).
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "seed",
-    "metric", "value", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
-    "params_model", "input_size", "train_seconds", "peak_memory_mb", "status", "error",
+    "metric", "value", "value_class_agnostic", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
+    "params_model", "input_size", "train_seconds", "peak_memory_mb",
+    "threads", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
 )
+
+
+#: Columns every store has had since the first release; a CSV without them is not a results store.
+#: The others were added later: rows written before them read as empty there.
+REQUIRED_COLUMNS = ("run_id", "task", "preset", "variant", "seed", "metric", "value", "status")
+
+
+class ResultsStoreError(ValueError):
+    """A results.csv that is missing, empty, not a results store or damaged (one line, for the user)."""
 
 
 class ResultsStore:
@@ -40,9 +53,40 @@ class ResultsStore:
             raise ValueError(f"results directory {self.root} is not writable: {e.strerror or e}") from e
 
     def read(self) -> pd.DataFrame:
+        """Every row, with all of :data:`COLUMNS` (none when there is no store yet).
+
+        Raises :class:`ResultsStoreError` for a file this store did not write or that was damaged:
+        empty, unparseable, without the required columns, or cut short (the store always ends in a
+        newline and every row has a run id, task and status).
+        """
         if not self.path.exists():
             return pd.DataFrame(columns=list(COLUMNS))
-        return pd.read_csv(self.path, dtype={"factors": str, "slot": str, "modules": str})
+        text = self.path.read_bytes()
+        if not text.strip():
+            raise ResultsStoreError(f"{self.path} is empty: not a results store (delete it, or choose another --results)")
+        try:
+            df = pd.read_csv(self.path, dtype={"factors": str, "slot": str, "modules": str})
+        except (pd.errors.ParserError, UnicodeDecodeError) as e:
+            raise ResultsStoreError(f"{self.path} is not a readable CSV ({str(e).splitlines()[0]}): "
+                                    "not a results store, or a damaged one") from None
+        missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+        if missing:
+            raise ResultsStoreError(f"{self.path} is not an attnbench results store (no column {', '.join(missing)}); "
+                                    "point --results at a directory the sweep wrote")
+        incomplete = df.index[df[["run_id", "task", "status"]].isna().any(axis=1)]
+        if not text.endswith(b"\n") or len(incomplete):
+            line = int(incomplete[0]) + 2 if len(incomplete) else len(df) + 1  # 1-based, after the header
+            raise ResultsStoreError(f"{self.path} is damaged: line {line} is cut short or incomplete "
+                                    "(restore it from a copy, or delete that line and rerun the sweep to redo the run)")
+        return df.reindex(columns=[*COLUMNS, *(c for c in df.columns if c not in COLUMNS)])
+
+    def read_existing(self) -> pd.DataFrame:
+        """:meth:`read`, and a :class:`ResultsStoreError` when there is no store at all (tools that only read)."""
+        if not self.path.exists():
+            where = "no such directory" if not self.root.is_dir() else "no results.csv there"
+            raise ResultsStoreError(f"no results store at {self.root} ({where}); run tools/sweep.py --results "
+                                    f"{self.root} first, or point --results at a directory it wrote")
+        return self.read()
 
     def completed(self) -> set[str]:
         """Run ids recorded with status ``ok``."""
@@ -67,3 +111,12 @@ class ResultsStore:
             except BaseException:
                 os.unlink(tmp)
                 raise
+
+
+def read_store_or_exit(root: str | os.PathLike, prog: str) -> pd.DataFrame:
+    """The rows of an existing store, for the command-line tools: a store problem ends the
+    program with one line (``PROG: error: ...``) and exit status 1, not a traceback."""
+    try:
+        return ResultsStore(root).read_existing()
+    except ResultsStoreError as e:
+        sys.exit(f"{prog}: error: {e}")

@@ -8,7 +8,15 @@ import torch
 from attnbench.config_files import vision_config_path
 from attnbench.variants import Variant
 
-PRESETS = ("mini", "full")
+#: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
+#: trained for a few iterations and evaluated on a few samples (each task's ``smoke_options``),
+#: to check a sweep end to end in a minute; its rows are labelled ``smoke`` and say nothing.
+PRESETS = ("mini", "full", "smoke")
+
+
+def config_preset(preset: str) -> str:
+    """The preset whose config files a preset uses (``smoke`` trains the mini configs)."""
+    return "mini" if preset == "smoke" else preset
 
 
 @dataclass(frozen=True)
@@ -19,6 +27,8 @@ class VisionTask:
     metric: str          # key of Runner.test()'s result
     metric_label: str
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
+    class_agnostic_metric: str | None = None  # key of the class-agnostic AP (detection), recorded beside it
+    smoke_options: dict = field(default_factory=dict)  # --cfg-options of the smoke preset
 
     def validate_variant(self, variant: str) -> str:
         parsed = Variant.parse(variant)
@@ -30,12 +40,13 @@ class VisionTask:
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         """Config path and ``--cfg-options`` overrides of one run."""
-        return str(vision_config_path(self.name, preset, variant)), {}
+        options = self.smoke_options if preset == "smoke" else {}
+        return str(vision_config_path(self.name, config_preset(preset), variant)), dict(options)
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from .flops import count_model
 
-        height, width = self.input_sizes[preset]
+        height, width = self.input_sizes[config_preset(preset)]
         inputs = torch.randn(1, 3, height, width, device=next(model.parameters()).device)
         if self.name == "det":
             from mmdet.structures import DetDataSample
@@ -79,6 +90,9 @@ class TranslationTask:
     name: str = "nmt"
     metric: str = "translation/BLEU"
     metric_label: str = "BLEU"
+    class_agnostic_metric: str | None = None
+    smoke_options: dict = field(default_factory=lambda: {
+        "train_cfg.max_iters": 4, "train_cfg.val_interval": 4, "val_dataloader.dataset.indices": 16})
     configs: dict = field(default_factory=lambda: {
         "mini": "configs/translation/transformer-mini_mini-corpus.py",
         "full": "configs/translation/transformer-base_wmt14-ende.py"})
@@ -122,15 +136,16 @@ class TranslationTask:
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         from attnbench.config_files import CONFIG_ROOT
 
-        path = str(CONFIG_ROOT.parent / self.configs[preset])
+        path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
+        options = dict(self.smoke_options) if preset == "smoke" else {}
         if variant == "baseline":
-            return path, {}
-        return path, {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
+            return path, options
+        return path, options | {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from .flops import count_model
 
-        length = self.lengths[preset]
+        length = self.lengths[config_preset(preset)]
         device = next(model.parameters()).device
         src = torch.randint(4, 8, (1, length), device=device)
         tgt = torch.randint(4, 8, (1, length + 1), device=device)
@@ -139,7 +154,12 @@ class TranslationTask:
 
 
 TASKS: dict = {
-    "det": VisionTask("det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)}),
-    "seg": VisionTask("seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)}),
+    "det": VisionTask("det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)},
+                      class_agnostic_metric="coco_agnostic/bbox_mAP",
+                      smoke_options={"train_cfg.max_epochs": 1, "train_dataloader.dataset.indices": 16,
+                                     "val_dataloader.dataset.indices": 16}),
+    "seg": VisionTask("seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)},
+                      smoke_options={"train_cfg.max_iters": 4, "train_cfg.val_interval": 4,
+                                     "val_dataloader.dataset.indices": 16}),
     "nmt": TranslationTask(),
 }

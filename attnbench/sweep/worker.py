@@ -33,16 +33,18 @@ def _wandb_backend(run: dict) -> dict:
 
 def execute(run: dict) -> dict:
     """Run one training + evaluation; return the measured part of its result row."""
+    import torch
     from mmengine.runner import Runner
 
     from attnbench.mm.hooks import RunSummaryHook
-    from attnbench.mm.runner import load_config, resumable_checkpoints
+    from attnbench.mm.runner import apply_run_protocol, load_config, resumable_checkpoints
 
     from .tasks import TASKS
 
     task = TASKS[run["task"]]
     cfg = load_config(run["config"], run["work_dir"], run["cfg_options"])
-    cfg.randomness = dict(seed=run["seed"])
+    cfg.randomness = dict(cfg.get("randomness") or {}, seed=run["seed"])  # as --cfg-options randomness.seed=S
+    protocol = apply_run_protocol(cfg)
     # the run's identity travels in the config: in the dumped config and W&B's config table
     cfg.attnbench_run = {k: run[k] for k in ("run_id", "task", "preset", "slot", "variant", "seed")}
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
@@ -53,7 +55,8 @@ def execute(run: dict) -> dict:
         cfg.visualizer = visualizer
     runner = Runner.from_cfg(cfg)
     model = runner.model.module if hasattr(runner.model, "module") else runner.model
-    counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
+    with torch.random.fork_rng(devices=[]):  # counting draws inputs: leave training's random stream alone
+        counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
     recorder = RunSummaryHook(extra=counts)
     runner.register_hook(recorder, priority=recorder.priority)
     with resumable_checkpoints():
@@ -64,7 +67,9 @@ def execute(run: dict) -> dict:
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
-               peak_memory_mb=round(_peak_memory_mb(), 1), **counts)
+               peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **counts)
+    if task.class_agnostic_metric:
+        row["value_class_agnostic"] = float(recorder.metrics[task.class_agnostic_metric])
     return row
 
 

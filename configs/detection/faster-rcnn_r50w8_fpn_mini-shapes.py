@@ -47,7 +47,11 @@ val_dataloader = dict(
     dataset=dict(_delete_=True, **dataset, ann_file='annotations/instances_val.json',
                  data_prefix=dict(img='images/val/'), test_mode=True, pipeline=test_pipeline))
 test_dataloader = val_dataloader
-val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json')
+# the base's two metrics (bbox AP, class-agnostic AP) on the mini-shapes annotations
+val_evaluator = [
+    dict(type='CocoMetric', ann_file=data_root + 'annotations/instances_val.json', metric='bbox', format_only=False),
+    dict(type='attnbench.ClassAgnosticCocoMetric', ann_file=data_root + 'annotations/instances_val.json'),
+]
 test_evaluator = val_evaluator
 
 max_epochs = 6
@@ -59,3 +63,9 @@ param_scheduler = [
 optim_wrapper = dict(optimizer=dict(lr=0.04), clip_grad=dict(max_norm=10, norm_type=2))
 default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=max_epochs))
 auto_scale_lr = dict(enable=False, base_batch_size=8)
+# One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
+# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+cpu_threads = 1
+# A variant's run at seed s starts from the baseline's initial weights at seed s wherever the two
+# share a tensor (attnbench.PairedInitHook): their difference then measures the variant, not the draw.
+custom_hooks = [dict(type='attnbench.PairedInitHook')]

@@ -44,3 +44,9 @@ train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
 param_scheduler = [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=max_iters, by_epoch=False)]
 optim_wrapper = dict(optimizer=dict(lr=0.05))
 default_hooks = dict(logger=dict(interval=20), checkpoint=dict(interval=max_iters))
+# One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
+# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+cpu_threads = 1
+# A variant's run at seed s starts from the baseline's initial weights at seed s wherever the two
+# share a tensor (attnbench.PairedInitHook): their difference then measures the variant, not the draw.
+custom_hooks = [dict(type='attnbench.PairedInitHook')]

@@ -17,3 +17,6 @@ model = dict(
     pre_norm=True,
     decode_cfg=dict(beam_size=4, len_penalty=1.0))
 default_hooks = dict(checkpoint=dict(interval=500))
+# One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
+# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+cpu_threads = 1
