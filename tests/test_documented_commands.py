@@ -88,10 +88,10 @@ def adapted(command: str, rule: Rule) -> str:
         return f"{command} --dry-run" if "--dry-run" not in command else command
     if rule.how == "short_training":
         command = command.replace("/iter_500.pth", "/iter_2.pth")
-        if "tools/train.py" in command:
-            command += " --cfg-options train_cfg.max_iters=2 train_cfg.val_interval=2"
-        return command + " val_dataloader.dataset.indices=16" if "--cfg-options" in command else \
-            command + " --cfg-options val_dataloader.dataset.indices=16 test_dataloader.dataset.indices=16"
+        if "tools/train.py" in command:  # validates on 16 samples at the end
+            return command + " --cfg-options train_cfg.max_iters=2 train_cfg.val_interval=2 " \
+                             "val_dataloader.dataset.indices=16"
+        return command + " --cfg-options test_dataloader.dataset.indices=16"  # tools/test.py
     return command
 
 
