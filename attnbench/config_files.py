@@ -37,6 +37,21 @@ HEAD_CONFIGS: dict[tuple[str, str, str], str] = {
 }
 
 
+#: task -> (folder, base config of a diagnostic rule of mini shapes, with {rule}); each inherits the
+#: task's mini base and changes only the data (``attnbench.data.mini_shapes.RULES``).
+DIAGNOSTIC_CONFIGS: dict[str, tuple[str, str]] = {
+    "det": ("detection", "faster-rcnn_r50w8_fpn_mini-shapes-{rule}.py"),
+    "seg": ("segmentation", "deeplabv3_r50w8-d8_mini-shapes-{rule}-128x128.py"),
+}
+
+
+def diagnostic_config_path(task: str, rule: str) -> Path:
+    """Base config of ``task`` (det or seg) on the diagnostic ``rule``, e.g.
+    ``configs/detection/faster-rcnn_r50w8_fpn_mini-shapes-near-far.py``."""
+    folder, pattern = DIAGNOSTIC_CONFIGS[task]
+    return CONFIG_ROOT / folder / pattern.format(rule=rule)
+
+
 def vision_config_path(task: str, preset: str, variant: str | Variant) -> Path:
     """Config file of a vision variant, e.g. ``configs/detection/faster-rcnn_r50-attn0010_fpn_1x_coco.py``."""
     if (task, preset) not in VISION_CONFIGS:

@@ -45,14 +45,14 @@ RULES = [
     Rule(r"-m pytest", "skip", "the test suite itself (CI runs it)"),
     Rule(r"--launcher slurm", "dry_run", "submitting needs a Slurm cluster: the plan is checked"),
     Rule(r"--preset full.*--dry-run|--dry-run.*--preset full", "dry_run"),
-    Rule(r"sweep\.py .*(--factors all|--seeds 3)", "dry_run"),
+    Rule(r"sweep\.py .*(--factors all|--seeds [35])", "dry_run"),
     Rule(r"sweep\.py ", "smoke"),
     Rule(r"torch\.distributed\.run", "skip", "8 GPUs and the WMT14 data"),
     Rule(r"tools/(train|test)\.py configs/translation/transformer-mini", "short_training"),
     Rule(r"tools/study\.sh", "skip", "the study: CPU-hours of the sweeps run above"),
     Rule(r"flops_table\.py", "skip", "26 CPU-minutes at full scale; its counting path is the sweep's dry run above"),
     Rule(r"wandb sync", "skip", "uploads to W&B's servers (no network here)"),
-    Rule(r"tools/(compare|plot|list_modules|readme_tables|generate_configs)\.py|sacrebleu ", "as_typed"),
+    Rule(r"tools/(compare|plot|list_modules|readme_tables|generate_configs|make_mini_data)\.py|sacrebleu ", "as_typed"),
 ]
 
 

@@ -1,6 +1,6 @@
 """Write the mini-shapes detection and segmentation datasets into a new folder.
 
-    python tools/make_mini_data.py --root data/mini_shapes [--seed 0] [--num-train 400] [--num-val 100]
+    python tools/make_mini_data.py --root data/mini_shapes [--rule key-stripe] [--seed 0] [--num-train 400] [--num-val 100]
 
 Training does not need this (the mini-shapes datasets generate ``data_root`` on first use); it is
 for looking at the data, or for preparing it once on shared storage. See
@@ -9,12 +9,14 @@ for looking at the data, or for preparing it once on shared storage. See
 import argparse
 import time
 
-from attnbench.data.mini_shapes import IMAGE_SIZE, NUM_TRAIN, NUM_VAL, make_mini_shapes
+from attnbench.data.mini_shapes import DEFAULT_RULE, IMAGE_SIZE, NUM_TRAIN, NUM_VAL, RULES, make_mini_shapes
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", required=True, help="output folder (new or empty)")
+    p.add_argument("--rule", default=DEFAULT_RULE, choices=list(RULES),
+                   help="what decides an object's class (see attnbench/data/mini_shapes.py)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-train", type=int, default=NUM_TRAIN)
     p.add_argument("--num-val", type=int, default=NUM_VAL)
@@ -23,10 +25,10 @@ def main() -> None:
     start = time.perf_counter()
     try:
         summary = make_mini_shapes(args.root, num_train=args.num_train, num_val=args.num_val,
-                                   image_size=args.image_size, seed=args.seed)
+                                   image_size=args.image_size, seed=args.seed, rule=args.rule)
     except (ValueError, FileExistsError) as error:
         p.error(str(error))
-    print(f"mini shapes, {args.image_size}x{args.image_size}, seed {args.seed}, into {args.root} "
+    print(f"mini shapes ({args.rule}), {args.image_size}x{args.image_size}, seed {args.seed}, into {args.root} "
           f"in {time.perf_counter() - start:.1f} s:")
     for split, counts in summary.items():
         objects = ", ".join(f"{n} {name}" for name, n in counts.items() if name != "images")

@@ -1,36 +1,53 @@
 """Mini shapes: small seeded detection and segmentation datasets whose labels need spatial context.
 
 Each image is a square RGB canvas with a textured grey background (a smooth random field plus a
-grating of random period and orientation, plus pixel noise). A *key* stripe, ``image_size // 32``
-pixels wide (at least 2), runs along one border chosen at random, in one colour of :data:`PALETTE`.
-On it sit 1 to 4 objects: a filled disc, a ring or a square frame (ring and frame 1/5 of their size
-thick, at least 2 px), each 3/32 to 7/16 of the side long (12 to 56 px at the default 128) and
-painted in a palette colour. An object is ``match`` when its colour is the key's and ``other`` when
-not. Half the objects match, the rest take one of the other colours, so every colour and shape is
-``match`` as often as ``other``: an object's own pixels say nothing about its class, which only the
-key stripe, up to the whole image away, decides. Large rings and frames also extend past a local
-patch, so their boxes need the whole outline.
+grating of random period and orientation, plus pixel noise) on which sit a few objects: a filled
+disc, a ring or a square frame (ring and frame 1/5 of their size thick, at least 2 px), each 3/32 to
+7/16 of the side long (12 to 56 px at the default 128) and painted in a colour of :data:`PALETTE`.
+Every rule of :data:`RULES` decides an object's class (one of two) by a relation to something else
+in the image, never by the object's own pixels: every shape in every colour is each class about
+equally often, so a detector must carry the context to the object. The rules, each aimed at one
+kind of context (one term of the generalized attention, see ``docs/diagnostics.md``):
 
-Objects stay twice the key's width clear of every border, so never touch the key. They may
+``key-stripe`` (the default, the mini-shapes task of the study): a *key* stripe, ``image_size // 32``
+    px wide (at least 2), runs along one border in a palette colour; 1 to 4 objects, each ``match``
+    when its colour is the key's (probability 1/2), else ``other``. The key can be the whole image
+    away. Query content against key content (E1), or a salient key broadcast to every query (E3).
+``marker``: a small near-white sign, 3/32 of the side, anywhere: a plus in half the images, an
+    ``x`` of the same size and colour (as many pixels, give or take a few) in the others; 1 to 4
+    objects, all ``marked`` when the plus is there, all ``unmarked`` when the ``x`` is. One salient
+    key decides every query alike: key content only (E3), the global context.
+``same-different``: 2 to 4 objects; each later one repeats an earlier one's shape, colour and size
+    with probability 1/2, else takes a (shape, colour) not yet in the image. An object is ``same``
+    when another object of the image is identical, ``different`` when none is: query content against
+    key content (E1), the comparison CNNs are known to fail (Kim, Ricci and Serre, 2018).
+``near-far``: one near-white plus anywhere; 1 to 4 objects, each ``near`` (its box within 1/8 of
+    the side of the plus's box) or ``far`` (beyond 1/4), with probability 1/2. The plus says
+    where, the offset decides: relative position (E4) with a salient key (E3). An object's absolute
+    position predicts its class only weakly (central objects are near a little more often;
+    ``tests/test_mini_shapes.py`` bounds it).
+
+Objects stay ``2 * image_size // 32`` px clear of every border and clear of the marker. They may
 overlap (later ones on top) as long as every object keeps at least :data:`MIN_VISIBLE` of its
 pixels; an object's box, area and mask are those of its *visible* pixels. Edges are hard (no
-anti-aliasing), so the label maps carry no ignore value: every pixel is 0 (background, key stripe
-included) or the class id.
+anti-aliasing), so the label maps carry no ignore value: every pixel is 0 (background, key and
+marker included) or the class id.
 
-``make_mini_shapes(root, ...)`` writes::
+``make_mini_shapes(root, ..., rule=...)`` writes::
 
     root/images/{train,val}/000000.png              RGB images
     root/annotations/instances_{train,val}.json     COCO: bbox [x, y, w, h], area, iscrowd 0,
-                                                    uncompressed-RLE segmentation, category ids
-                                                    1 'match' and 2 'other'; extra keys: each
-                                                    image's key_colour and key_side, each
-                                                    object's shape and colour
+                                                    uncompressed-RLE segmentation, category ids 1
+                                                    and 2 named by the rule's classes; extra keys:
+                                                    each image's context (key_colour and key_side;
+                                                    marker and marker_box), each object's shape
+                                                    and colour
     root/img_dir -> images                          relative symlink, for mmseg's layout
-    root/ann_dir/{train,val}/000000.png             uint8 label maps, 0 background, 1 match, 2 other
+    root/ann_dir/{train,val}/000000.png             uint8 label maps, 0 background, 1 and 2 the classes
     root/mini_shapes.json                           the generation parameters, written last
 
-Image ``i`` of a split depends only on ``(seed, split, i)``, so more images leave the first ones
-unchanged. ``ensure_mini_shapes`` generates on demand, once, from any number of processes.
+Image ``i`` of a split depends only on ``(rule, seed, split, i)``, so more images leave the first
+ones unchanged. ``ensure_mini_shapes`` generates on demand, once, from any number of processes.
 Pure numpy, Pillow and json: no OpenMMLab (``attnbench.mm.datasets`` wraps it for mmdet and mmseg).
 """
 from __future__ import annotations
@@ -39,20 +56,27 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock
 from PIL import Image
 
-#: Class names in category-id / label order (COCO category id and label map value = index + 1).
-CLASSES = ("match", "other")
 #: The colours an object or the key can take (RGB).
 PALETTE = {"red": (215, 45, 40), "green": (40, 170, 60), "blue": (45, 85, 225)}
 #: Shape -> (distance from its centre that draws it, whether it is hollow).
 SHAPES = {"disc": ("euclidean", False), "ring": ("euclidean", True), "frame": ("chebyshev", True)}
 KEY_SIDES = ("top", "bottom", "left", "right")
+#: The signs of the ``marker`` and ``near-far`` rules, their colour (RGB) and side (fraction of the image's).
+MARKERS = ("plus", "x")
+MARKER_COLOUR = (235, 235, 235)
+MARKER_SIZE = 3 / 32
+#: ``near-far``: an object is near when its box comes within NEAR of the image side of the plus's
+#: box, far when it stays beyond FAR.
+NEAR, FAR = 1 / 8, 1 / 4
 SPLITS = ("train", "val")
 
 NUM_TRAIN = 400
@@ -80,35 +104,24 @@ class SceneObject:
 
     shape: str
     colour: str
-    category_id: int  # 1 match, 2 other
+    category_id: int  # 1 or 2: the rule's first or second class
 
 
 @dataclass(frozen=True)
 class Scene:
     """One drawn image: ``image`` (S, S, 3) uint8, ``instances`` (S, S) with 0 for background and
-    ``i + 1`` where object ``i`` is visible, and the objects in drawing order."""
+    ``i + 1`` where object ``i`` is visible, the objects in drawing order, and what the image's
+    context was (recorded in its COCO entry: ``key_colour``, ``marker_box``, ...)."""
 
     image: np.ndarray
     instances: np.ndarray
     objects: tuple[SceneObject, ...]
-    key_colour: str
-    key_side: str
+    context: dict
 
     def label_map(self) -> np.ndarray:
         """(S, S) uint8: 0 background, otherwise the category id of the visible object."""
         lut = np.array([0] + [o.category_id for o in self.objects], dtype=np.uint8)
         return lut[self.instances]
-
-
-def generation_params(num_train: int = NUM_TRAIN, num_val: int = NUM_VAL, image_size: int = IMAGE_SIZE,
-                      seed: int = 0) -> dict[str, int]:
-    """The checked parameters, as recorded in ``root/mini_shapes.json``."""
-    for name, value, low in (("num_train", num_train, 1), ("num_val", num_val, 1),
-                             ("image_size", image_size, MIN_IMAGE_SIZE), ("seed", seed, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return {"format_version": FORMAT_VERSION, "num_train": num_train, "num_val": num_val,
-            "image_size": image_size, "seed": seed}
 
 
 def key_width(image_size: int) -> int:
@@ -119,17 +132,31 @@ def object_size_range(image_size: int) -> tuple[int, int]:
     return round(SIZE_RANGE[0] * image_size), round(SIZE_RANGE[1] * image_size)
 
 
+def _distances(left: float, top: float, size: float, image_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(1, S) and (S, 1): x and y offsets of the pixel centres from the centre of a ``size`` square."""
+    centres = np.arange(image_size) + 0.5
+    return centres[None, :] - (left + size / 2), centres[:, None] - (top + size / 2)
+
+
 def shape_mask(shape: str, left: int, top: int, size: int, image_size: int) -> np.ndarray:
     """(S, S) bool: the pixels (by their centres) of ``shape`` drawn in the ``size`` square at
     (left, top), so its extent is exactly that square."""
     distance, hollow = SHAPES[shape]
-    centres = np.arange(image_size) + 0.5
-    dx = np.abs(centres[None, :] - (left + size / 2))
-    dy = np.abs(centres[:, None] - (top + size / 2))
+    dx, dy = map(np.abs, _distances(left, top, size, image_size))
     d = np.hypot(dx, dy) if distance == "euclidean" else np.maximum(dx, dy)
     radius = size / 2
     inside = d <= radius
     return inside & (d > radius - max(2, round(size / 5))) if hollow else inside
+
+
+def marker_mask(sign: str, left: int, top: int, size: int, image_size: int) -> np.ndarray:
+    """(S, S) bool: a ``plus`` or an ``x`` of bars ``size / 4`` thick filling the ``size`` square at (left, top)."""
+    dx, dy = _distances(left, top, size, image_size)
+    inside = (np.abs(dx) <= size / 2) & (np.abs(dy) <= size / 2)
+    half = size / 8
+    if sign == "plus":
+        return inside & ((np.abs(dx) <= half) | (np.abs(dy) <= half))
+    return inside & ((np.abs(dx - dy) <= half * np.sqrt(2)) | (np.abs(dx + dy) <= half * np.sqrt(2)))
 
 
 def key_mask(side: str, image_size: int) -> np.ndarray:
@@ -162,56 +189,180 @@ def _background(rng: np.random.Generator, image_size: int) -> np.ndarray:
     return grey[..., None] + rng.normal(0.0, 5.0, 3)
 
 
-def _jittered(rng: np.random.Generator, colour: str) -> np.ndarray:
-    return np.asarray(PALETTE[colour], dtype=float) + rng.uniform(-COLOUR_JITTER, COLOUR_JITTER, 3)
+def _jittered(rng: np.random.Generator, rgb: tuple[int, int, int]) -> np.ndarray:
+    return np.asarray(rgb, dtype=float) + rng.uniform(-COLOUR_JITTER, COLOUR_JITTER, 3)
 
 
-def _draw_object(rng: np.random.Generator, key_colour: str) -> SceneObject:
-    """A random shape, matching the key with probability 1/2, else in another palette colour."""
-    shape = str(rng.choice(list(SHAPES)))
-    if rng.random() < 0.5:
-        return SceneObject(shape, key_colour, CLASSES.index("match") + 1)
-    colour = str(rng.choice([c for c in PALETTE if c != key_colour]))
-    return SceneObject(shape, colour, CLASSES.index("other") + 1)
+def _random_look(rng: np.random.Generator) -> tuple[str, str]:
+    """A shape and a colour, uniformly."""
+    return str(rng.choice(list(SHAPES))), str(rng.choice(list(PALETTE)))
 
 
-def _place(rng: np.random.Generator, shape: str, instances: np.ndarray,
-           full_areas: list[int]) -> np.ndarray | None:
-    """The mask of ``shape`` at a random size and position clear of the borders that leaves every
-    object already in ``instances`` at least MIN_VISIBLE of its ``full_areas``; None if none found."""
-    image_size = instances.shape[0]
-    margin = 2 * key_width(image_size)
-    low, high = object_size_range(image_size)
-    for _ in range(PLACEMENT_TRIES):
-        size = int(rng.integers(low, high + 1))
-        left, top = rng.integers(margin, image_size - margin - size + 1, size=2)
-        mask = shape_mask(shape, int(left), int(top), size, image_size)
-        visible = np.bincount(instances[~mask], minlength=len(full_areas) + 1)[1:]
-        if np.all(visible >= MIN_VISIBLE * np.asarray(full_areas)):
-            return mask
-    return None
+class _Canvas:
+    """An image being drawn: its pixels, which object each pixel shows, and the objects placed so far."""
+
+    def __init__(self, rng: np.random.Generator, image_size: int) -> None:
+        self.rng, self.size = rng, image_size
+        self.image = _background(rng, image_size)
+        self.instances = np.zeros((image_size, image_size), dtype=np.int64)
+        self.keep_clear = np.zeros((image_size, image_size), dtype=bool)  # the marker and a 2 px rim
+        self.looks: list[tuple[str, str]] = []
+        self.full_areas: list[int] = []
+
+    @property
+    def margin(self) -> int:
+        return 2 * key_width(self.size)
+
+    def add_marker(self, sign: str) -> list[int]:
+        """Paint ``sign`` at a random place clear of the borders; returns its box [x, y, w, h]."""
+        size = round(MARKER_SIZE * self.size)
+        left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
+        self.image[marker_mask(sign, left, top, size, self.size)] = _jittered(self.rng, MARKER_COLOUR)
+        self.keep_clear[max(0, top - 2):top + size + 2, max(0, left - 2):left + size + 2] = True
+        return [left, top, size, size]
+
+    def find(self, shape: str, size: int | None = None, accept=None) -> tuple[np.ndarray, int] | None:
+        """A mask and size of ``shape`` at a random size (or ``size``) and position clear of the
+        borders and the marker that leaves every object already drawn at least MIN_VISIBLE of its
+        pixels and whose box [x, y, w, h] ``accept`` takes (when given); None when PLACEMENT_TRIES
+        positions found none."""
+        low, high = object_size_range(self.size)
+        for _ in range(PLACEMENT_TRIES):
+            side = int(self.rng.integers(low, high + 1)) if size is None else size
+            left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - side + 1, size=2))
+            if accept is not None and not accept([left, top, side, side]):
+                continue
+            mask = shape_mask(shape, left, top, side, self.size)
+            visible = np.bincount(self.instances[~mask], minlength=len(self.full_areas) + 1)[1:]
+            if not (mask & self.keep_clear).any() and np.all(visible >= MIN_VISIBLE * np.asarray(self.full_areas)):
+                return mask, side
+        return None
+
+    def paint(self, shape: str, colour: str, mask: np.ndarray) -> None:
+        self.instances[mask] = len(self.looks) + 1
+        self.image[mask] = _jittered(self.rng, PALETTE[colour])
+        self.looks.append((shape, colour))
+        self.full_areas.append(int(mask.sum()))
+
+    def add(self, shape: str, colour: str, size: int | None = None) -> bool:
+        """Paint an object where :meth:`find` puts it; False when it found no place."""
+        found = self.find(shape, size)
+        if found is not None:
+            self.paint(shape, colour, found[0])
+        return found is not None
+
+    def scene(self, category_ids: list[int], context: dict) -> Scene:
+        """Add pixel noise and freeze: object ``i`` gets ``category_ids[i]``."""
+        image = self.image + self.rng.normal(0.0, PIXEL_NOISE, self.image.shape)
+        objects = tuple(SceneObject(shape, colour, c) for (shape, colour), c in zip(self.looks, category_ids))
+        return Scene(np.clip(np.rint(image), 0, 255).astype(np.uint8), self.instances, objects, context)
 
 
-def render_scene(rng: np.random.Generator, image_size: int) -> Scene:
-    """Draw one image: background, key stripe, then 1..MAX_OBJECTS objects (fewer when the later
-    ones find no place that keeps the earlier ones visible enough), then pixel noise."""
+def _key_stripe_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """``match`` when the object's colour is the key stripe's, else ``other`` (probability 1/2 each)."""
     key_colour, key_side = str(rng.choice(list(PALETTE))), str(rng.choice(KEY_SIDES))
-    image = _background(rng, image_size)
-    image[key_mask(key_side, image_size)] = _jittered(rng, key_colour)
-    instances = np.zeros((image_size, image_size), dtype=np.int64)
-    objects: list[SceneObject] = []
-    full_areas: list[int] = []
+    canvas = _Canvas(rng, image_size)
+    canvas.image[key_mask(key_side, image_size)] = _jittered(rng, PALETTE[key_colour])
+    category_ids = []
     for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
-        obj = _draw_object(rng, key_colour)
-        mask = _place(rng, obj.shape, instances, full_areas)
-        if mask is None:
-            continue
-        instances[mask] = len(objects) + 1
-        image[mask] = _jittered(rng, obj.colour)
-        objects.append(obj)
-        full_areas.append(int(mask.sum()))
-    image += rng.normal(0.0, PIXEL_NOISE, image.shape)
-    return Scene(np.clip(np.rint(image), 0, 255).astype(np.uint8), instances, tuple(objects), key_colour, key_side)
+        shape = str(rng.choice(list(SHAPES)))
+        matches = rng.random() < 0.5
+        colour = key_colour if matches else str(rng.choice([c for c in PALETTE if c != key_colour]))
+        if canvas.add(shape, colour):
+            category_ids.append(1 if matches else 2)
+    return canvas.scene(category_ids, {"key_colour": key_colour, "key_side": key_side})
+
+
+def _marker_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """Every object ``marked`` when the image's sign is a plus, ``unmarked`` when it is an x."""
+    sign = MARKERS[int(rng.integers(len(MARKERS)))]
+    canvas = _Canvas(rng, image_size)
+    box = canvas.add_marker(sign)
+    for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
+        canvas.add(*_random_look(rng))
+    category = MARKERS.index(sign) + 1
+    return canvas.scene([category] * len(canvas.looks), {"marker": sign, "marker_box": box})
+
+
+def _same_different_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """``same`` when another object has the same shape, colour and size, else ``different``."""
+    canvas = _Canvas(rng, image_size)
+    low, high = object_size_range(image_size)
+    drawn: list[tuple[str, str, int]] = []
+    for _ in range(int(rng.integers(2, MAX_OBJECTS + 1))):
+        if drawn and rng.random() < 0.5:
+            identity = drawn[int(rng.integers(len(drawn)))]
+        else:
+            unused = [look for look in product(SHAPES, PALETTE) if look not in {d[:2] for d in drawn}]
+            identity = (*unused[int(rng.integers(len(unused)))], int(rng.integers(low, high + 1)))
+        if canvas.add(*identity):
+            drawn.append(identity)
+    return canvas.scene([1 if drawn.count(d) > 1 else 2 for d in drawn], {})
+
+
+def box_gap(a: list[int], b: list[int]) -> float:
+    """Euclidean distance between two boxes [x, y, w, h] (0 when they overlap)."""
+    dx = max(a[0] - (b[0] + b[2]), b[0] - (a[0] + a[2]), 0)
+    dy = max(a[1] - (b[1] + b[3]), b[1] - (a[1] + a[3]), 0)
+    return float(np.hypot(dx, dy))
+
+
+def _near_far_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """``near`` when the object's box comes within NEAR of the side of the plus's box, ``far`` when it
+    stays beyond FAR (probability 1/2 each, whatever the object's size; nothing in between)."""
+    canvas = _Canvas(rng, image_size)
+    plus = canvas.add_marker("plus")
+    low, high = object_size_range(image_size)
+    category_ids = []
+    for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
+        (shape, colour), size = _random_look(rng), int(rng.integers(low, high + 1))
+        # a place of each kind for this size, then the class at random: P(near | size) = 1/2
+        places = [canvas.find(shape, size, lambda box: box_gap(box, plus) <= NEAR * image_size),
+                  canvas.find(shape, size, lambda box: box_gap(box, plus) >= FAR * image_size)]
+        if all(places):
+            category = int(rng.integers(2)) + 1
+            canvas.paint(shape, colour, places[category - 1][0])
+            category_ids.append(category)
+    return canvas.scene(category_ids, {"marker": "plus", "marker_box": plus})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a rule names its two classes and draws a scene that decides them."""
+
+    classes: tuple[str, str]
+    draw: Callable[[np.random.Generator, int], Scene]
+
+
+#: rule -> its classes (category ids 1 and 2) and its drawing (the module docstring describes each).
+RULES = {
+    "key-stripe": Rule(("match", "other"), _key_stripe_scene),
+    "marker": Rule(("marked", "unmarked"), _marker_scene),
+    "same-different": Rule(("same", "different"), _same_different_scene),
+    "near-far": Rule(("near", "far"), _near_far_scene),
+}
+DEFAULT_RULE = "key-stripe"
+#: The default rule's class names.
+CLASSES = RULES[DEFAULT_RULE].classes
+
+
+def generation_params(num_train: int = NUM_TRAIN, num_val: int = NUM_VAL, image_size: int = IMAGE_SIZE,
+                      seed: int = 0, rule: str = DEFAULT_RULE) -> dict:
+    """The checked parameters, as recorded in ``root/mini_shapes.json``."""
+    for name, value, low in (("num_train", num_train, 1), ("num_val", num_val, 1),
+                             ("image_size", image_size, MIN_IMAGE_SIZE), ("seed", seed, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; choose from {list(RULES)}")
+    return {"format_version": FORMAT_VERSION, "num_train": num_train, "num_val": num_val,
+            "image_size": image_size, "seed": seed, "rule": rule}
+
+
+def render_scene(rng: np.random.Generator, image_size: int, rule: str = DEFAULT_RULE) -> Scene:
+    """Draw one image under ``rule``: background, the rule's context, then its objects (fewer
+    when the later ones find no place that keeps the earlier ones visible enough), then pixel noise."""
+    return RULES[rule].draw(rng, image_size)
 
 
 def mask_to_rle(mask: np.ndarray) -> dict:
@@ -236,52 +387,53 @@ def _annotations(scene: Scene, image_id: int, first_id: int) -> list[dict]:
     return annotations
 
 
-def _write_split(root: Path, split: str, num_images: int, image_size: int, seed: int) -> dict[str, int]:
+def _write_split(root: Path, split: str, num_images: int, image_size: int, seed: int, rule: str) -> dict[str, int]:
     """Draw and write one split; returns its image count and object count per class."""
+    classes = RULES[rule].classes
     image_dir, label_dir = root / "images" / split, root / "ann_dir" / split
     image_dir.mkdir(parents=True)
     label_dir.mkdir(parents=True)
-    categories = [{"id": i + 1, "name": c, "supercategory": "shape"} for i, c in enumerate(CLASSES)]
-    coco: dict = {"info": {"description": f"attnbench mini shapes, {split}, seed {seed}"}, "licenses": [],
+    categories = [{"id": i + 1, "name": c, "supercategory": "shape"} for i, c in enumerate(classes)]
+    coco: dict = {"info": {"description": f"attnbench mini shapes, rule {rule}, {split}, seed {seed}"}, "licenses": [],
                   "images": [], "annotations": [], "categories": categories}
     for index in range(num_images):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(SPLITS.index(split), index)))
-        scene = render_scene(rng, image_size)
+        scene = render_scene(rng, image_size, rule)
         file_name = f"{index:06d}.png"
         Image.fromarray(scene.image).save(image_dir / file_name)
         Image.fromarray(scene.label_map()).save(label_dir / file_name)
         image_id = index + 1
         coco["images"].append({"id": image_id, "file_name": file_name, "height": image_size, "width": image_size,
-                               "key_colour": scene.key_colour, "key_side": scene.key_side})
+                               **scene.context})
         coco["annotations"] += _annotations(scene, image_id, len(coco["annotations"]) + 1)
     (root / "annotations").mkdir(exist_ok=True)
     (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(coco))
     labels = [a["category_id"] for a in coco["annotations"]]
-    return {"images": num_images, **{c: labels.count(i + 1) for i, c in enumerate(CLASSES)}}
+    return {"images": num_images, **{c: labels.count(i + 1) for i, c in enumerate(classes)}}
 
 
 def make_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_val: int = NUM_VAL,
-                     image_size: int = IMAGE_SIZE, seed: int = 0) -> dict[str, dict[str, int]]:
+                     image_size: int = IMAGE_SIZE, seed: int = 0, rule: str = DEFAULT_RULE) -> dict[str, dict[str, int]]:
     """Write the dataset into ``root`` (created if missing; must be empty). Returns, per split, the
     number of images and of objects per class."""
-    params = generation_params(num_train, num_val, image_size, seed)
+    params = generation_params(num_train, num_val, image_size, seed, rule)
     root = Path(root)
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"{root} is not empty; make_mini_shapes writes only into a new or empty folder")
     root.mkdir(parents=True, exist_ok=True)
-    summary = {split: _write_split(root, split, n, image_size, seed)
+    summary = {split: _write_split(root, split, n, image_size, seed, rule)
                for split, n in zip(SPLITS, (num_train, num_val))}
     (root / "img_dir").symlink_to("images", target_is_directory=True)
     (root / MARKER).write_text(json.dumps(params, indent=1))
     return summary
 
 
-def _is_generated(root: Path, params: dict[str, int]) -> bool:
+def _is_generated(root: Path, params: dict) -> bool:
     """True when ``root`` holds data generated with ``params``, False when it is missing or empty.
     Raises when it holds other data."""
     marker = root / MARKER
     if marker.is_file():
-        found = json.loads(marker.read_text())
+        found = {"rule": DEFAULT_RULE} | json.loads(marker.read_text())  # data written before rules existed
         if found != params:
             raise ValueError(f"{root} holds mini shapes generated with {found}, not the requested {params}; "
                              f"delete that folder to regenerate it, or use another data_root")
@@ -293,7 +445,7 @@ def _is_generated(root: Path, params: dict[str, int]) -> bool:
 
 
 def ensure_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_val: int = NUM_VAL,
-                       image_size: int = IMAGE_SIZE, seed: int = 0) -> Path:
+                       image_size: int = IMAGE_SIZE, seed: int = 0, rule: str = DEFAULT_RULE) -> Path:
     """Generate the dataset into ``root`` unless it is there already with the same parameters.
 
     Safe from many processes at once (distributed ranks): one generates under the file lock
@@ -302,7 +454,7 @@ def ensure_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_
     rename still lets only one copy through. Raises ValueError if ``root`` was generated with
     other parameters and FileExistsError if it holds something else.
     """
-    params = generation_params(num_train, num_val, image_size, seed)
+    params = generation_params(num_train, num_val, image_size, seed, rule)
     root = Path(root)
     if _is_generated(root, params):
         return root
@@ -312,7 +464,7 @@ def ensure_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_
             return root
         tmp = root.parent / f".{root.name}.tmp-{uuid.uuid4().hex}"  # mkdtemp's 0o700 would stick to root
         try:
-            make_mini_shapes(tmp, num_train, num_val, image_size, seed)
+            make_mini_shapes(tmp, num_train, num_val, image_size, seed, rule)
             try:
                 tmp.rename(root)
             except OSError:  # another node won the race without seeing our lock

@@ -9,15 +9,16 @@ metric and sampler of mmdet/mmseg applies unchanged::
     dict(type='attnbench.MiniShapesSegDataset', data_root='data/mini_shapes',
          data_prefix=dict(img_path='img_dir/train', seg_map_path='ann_dir/train'), pipeline=...)
 
-``generate`` holds ``ensure_mini_shapes``'s parameters (num_train, num_val, image_size, seed;
-its defaults when left out); every dataset on one ``data_root`` must give the same ones.
+``generate`` holds ``ensure_mini_shapes``'s parameters (num_train, num_val, image_size, seed, rule;
+its defaults when left out); every dataset on one ``data_root`` must give the same ones. The class
+names are the rule's (``match``/``other`` for the default ``key-stripe``, ``near``/``far``, ...).
 """
 from __future__ import annotations
 
 from mmdet.datasets import CocoDataset
 from mmseg.datasets import BaseSegDataset
 
-from attnbench.data.mini_shapes import CLASSES, ensure_mini_shapes
+from attnbench.data.mini_shapes import DEFAULT_RULE, RULES, ensure_mini_shapes
 
 from .registry import DATASETS
 
@@ -26,27 +27,41 @@ CLASS_COLOURS = [(255, 170, 0), (0, 160, 255)]
 
 
 class _GeneratedOnFirstUse:
-    """Mixin placed before an OpenMMLab dataset: generates ``data_root`` before it is read."""
+    """Mixin placed before an OpenMMLab dataset: generates ``data_root`` before it is read, and
+    names the classes after its rule."""
 
     generates_data_root = True  # read by the config check: no data_root to look for before the run
 
-    def __init__(self, *args, data_root: str, generate: dict | None = None, **kwargs) -> None:
-        ensure_mini_shapes(data_root, **(generate or {}))
-        super().__init__(*args, data_root=data_root, **kwargs)
+    def __init__(self, *args, data_root: str, generate: dict | None = None, metainfo: dict | None = None,
+                 **kwargs) -> None:
+        generate = generate or {}
+        ensure_mini_shapes(data_root, **generate)
+        classes = self.label_names(RULES[generate.get("rule", DEFAULT_RULE)].classes)
+        super().__init__(*args, data_root=data_root, metainfo={"classes": classes} | (metainfo or {}), **kwargs)
+
+    @staticmethod
+    def label_names(classes: tuple[str, str]) -> tuple[str, ...]:
+        """The dataset's class names, in label order, from the rule's two classes."""
+        return classes
 
 
 @DATASETS.register_module()
 class MiniShapesDetDataset(_GeneratedOnFirstUse, CocoDataset):
-    """Mini shapes as COCO detection: classes ``match`` and ``other`` (category ids 1 and 2)."""
+    """Mini shapes as COCO detection: the rule's two classes (category ids 1 and 2)."""
 
-    METAINFO = {"classes": CLASSES, "palette": CLASS_COLOURS}
+    METAINFO = {"palette": CLASS_COLOURS}
 
 
 @DATASETS.register_module()
 class MiniShapesSegDataset(_GeneratedOnFirstUse, BaseSegDataset):
-    """Mini shapes as semantic segmentation: labels 0 ``background``, 1 ``match``, 2 ``other``."""
+    """Mini shapes as semantic segmentation: labels 0 ``background``, 1 and 2 the rule's classes."""
 
-    METAINFO = {"classes": ("background", *CLASSES), "palette": [(0, 0, 0), *CLASS_COLOURS]}
+    # no class names here: mmseg remaps labels when a dataset's classes differ from its METAINFO's
+    METAINFO = {"palette": [(0, 0, 0), *CLASS_COLOURS]}
+
+    @staticmethod
+    def label_names(classes: tuple[str, str]) -> tuple[str, ...]:
+        return ("background", *classes)
 
     def __init__(self, img_suffix: str = ".png", seg_map_suffix: str = ".png", reduce_zero_label: bool = False,
                  **kwargs) -> None:

@@ -209,9 +209,8 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
                      for d, sd, both in zip(s["paired_delta"], s["paired_std"], paired)],
         "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
         "p": [_p_text(pp) if both else _p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
-    if (s["task"] == "det").any():
-        columns["class-agnostic AP"] = ["" if task != "det" or pd.isna(x) else f"{x:.4f}"
-                                        for task, x in zip(s["task"], s["class_agnostic"])]
+    if s["class_agnostic"].notna().any():
+        columns["class-agnostic AP"] = ["" if pd.isna(x) else f"{x:.4f}" for x in s["class_agnostic"]]
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
     table = pd.DataFrame(columns)
     if fmt == "csv":

@@ -1,11 +1,12 @@
 """The benchmark's tasks: where their configs are, what they measure, how their FLOPs are counted."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from attnbench.config_files import vision_config_path
+from attnbench.config_files import diagnostic_config_path, vision_config_path
+from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
 from attnbench.variants import Variant
 
 #: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
@@ -21,18 +22,26 @@ def config_preset(preset: str) -> str:
 
 @dataclass(frozen=True)
 class VisionTask:
-    """Detection (mmdet) or segmentation (mmseg) with the mechanisms in the backbone."""
+    """Detection (mmdet) or segmentation (mmseg) with the mechanisms in the backbone.
+
+    A task with a ``rule`` trains on that diagnostic rule of mini shapes (mini and smoke presets):
+    its base config (``diagnostic_config_path``) with the variant's backbone keys as overrides.
+    """
 
     name: str
+    kind: str            # 'det' or 'seg'
     metric: str          # key of Runner.test()'s result
     metric_label: str
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
     class_agnostic_metric: str | None = None  # key of the class-agnostic AP (detection), recorded beside it
     smoke_options: dict = field(default_factory=dict)  # --cfg-options of the smoke preset
+    rule: str | None = None
 
     def validate_variant(self, variant: str) -> str:
         parsed = Variant.parse(variant)
-        vision_config_path(self.name, "mini", parsed)  # a head variant the task has no config for raises
+        vision_config_path(self.kind, "mini", parsed)  # a head variant the task has no config for raises
+        if self.rule and parsed.head:
+            raise ValueError(f"task {self.name} varies the backbone only; {parsed.name!r} replaces the decode head")
         return parsed.name
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
@@ -40,15 +49,21 @@ class VisionTask:
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         """Config path and ``--cfg-options`` overrides of one run."""
-        options = self.smoke_options if preset == "smoke" else {}
-        return str(vision_config_path(self.name, config_preset(preset), variant)), dict(options)
+        options = dict(self.smoke_options) if preset == "smoke" else {}
+        if self.rule is None:
+            return str(vision_config_path(self.kind, config_preset(preset), variant)), options
+        if config_preset(preset) != "mini":
+            raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini and smoke only")
+        backbone = Variant.parse(variant).backbone_overrides()
+        return str(diagnostic_config_path(self.kind, self.rule)), options | {
+            f"model.backbone.{key}": value for key, value in backbone.items()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from .flops import count_model
 
         height, width = self.input_sizes[config_preset(preset)]
         inputs = torch.randn(1, 3, height, width, device=next(model.parameters()).device)
-        if self.name == "det":
+        if self.kind == "det":
             from mmdet.structures import DetDataSample
 
             meta = dict(img_shape=(height, width), ori_shape=(height, width), pad_shape=(height, width),
@@ -153,13 +168,19 @@ class TranslationTask:
         return row | {"input_size": f"{length} tokens"}
 
 
-TASKS: dict = {
-    "det": VisionTask("det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)},
+STUDY_TASKS: dict = {
+    "det": VisionTask("det", "det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)},
                       class_agnostic_metric="coco_agnostic/bbox_mAP",
                       smoke_options={"train_cfg.max_epochs": 1, "train_dataloader.dataset.indices": 16,
                                      "val_dataloader.dataset.indices": 16}),
-    "seg": VisionTask("seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)},
+    "seg": VisionTask("seg", "seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)},
                       smoke_options={"train_cfg.max_iters": 4, "train_cfg.val_interval": 4,
                                      "val_dataloader.dataset.indices": 16}),
     "nmt": TranslationTask(),
 }
+#: ``det-<rule>``, ``seg-<rule>``: the diagnostic suite (docs/diagnostics.md), one task per rule of
+#: mini shapes other than the study's own.
+DIAGNOSTIC_TASKS: dict = {
+    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, input_sizes={"mini": (128, 128)})
+    for kind in ("det", "seg") for rule in RULES if rule != DEFAULT_RULE}
+TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS
