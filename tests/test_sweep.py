@@ -362,6 +362,36 @@ def test_nmt_plan_and_shared_baseline():
     assert summary.loc[("enc-self", "baseline"), "mean"] == 30.0
 
 
+@pytest.mark.parametrize("task, variant", [("det-near-far", "1111"), ("seg-marker", "0010+deformable"),
+                                           ("det-same-different", "gc")])
+def test_a_diagnostic_task_trains_the_study_model_on_its_rule(task, variant):
+    """The same model as the study's mini config of the variant; only the data (rule, data_root) differ."""
+    from mmengine.config import Config
+
+    (run,) = build_plan([task], [], [variant], 1, "mini", baseline=False)
+    cfg = Config.fromfile(run.config)
+    cfg.merge_from_dict(run.cfg_options)
+    study = Config.fromfile(vision_config_path(task[:3], "mini", variant))
+    assert cfg.model.to_dict() == study.model.to_dict()
+    rule = task[4:]
+    for split in ("train", "val", "test"):
+        dataset = cfg[f"{split}_dataloader"].dataset
+        assert dataset.generate == dict(rule=rule) and dataset.data_root == f"data/mini_shapes_{rule}/"
+        assert {k: v for k, v in dataset.items() if k not in ("generate", "data_root")} == {
+            k: v for k, v in study[f"{split}_dataloader"].dataset.items() if k != "data_root"}
+    (baseline,) = build_plan([task], [], [], 1, "mini")
+    assert baseline.cfg_options == {} and baseline.config == run.config
+
+
+def test_diagnostic_tasks_refuse_full_scale_and_decode_heads():
+    with pytest.raises(ValueError, match="presets mini and smoke only"):
+        build_plan(["det-marker"], ["1111"], [], 1, "full")
+    with pytest.raises(ValueError, match="varies the backbone only"):
+        build_plan(["seg-near-far"], [], ["ocr"], 1, "mini")
+    smoke = build_plan(["seg-marker"], ["1111"], [], 1, "smoke", baseline=False)[0]
+    assert smoke.cfg_options["train_cfg.max_iters"] == 4 and "model.backbone.plugins" in smoke.cfg_options
+
+
 def tiny_config_file(tmp_path, variant: str) -> Path:
     """A det mini config of ``variant`` on 16 generated images, one epoch of 2 iterations, as a file (so that
     ``tools/train.py`` and the sweep read the very same config)."""

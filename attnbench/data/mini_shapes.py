@@ -21,11 +21,11 @@ kind of context (one term of the generalized attention, see ``docs/diagnostics.m
     with probability 1/2, else takes a (shape, colour) not yet in the image. An object is ``same``
     when another object of the image is identical, ``different`` when none is: query content against
     key content (E1), the comparison CNNs are known to fail (Kim, Ricci and Serre, 2018).
-``near-far``: one near-white plus anywhere; 1 to 4 objects, each ``near`` (its box within 1/8 of
-    the side of the plus's box) or ``far`` (beyond 1/4), with probability 1/2. The plus says
-    where, the offset decides: relative position (E4) with a salient key (E3). An object's absolute
-    position predicts its class only weakly (central objects are near a little more often;
-    ``tests/test_mini_shapes.py`` bounds it).
+``near-far``: one object and one near-white plus: ``near`` when the plus comes within 1/8 of the
+    side of the object's square (16 px at 128), ``far`` when it stays beyond 1/4 (32 px), with
+    probability 1/2 whatever the object's look, size and place (a place is kept only if the plus
+    fits there at both distances; large objects therefore sit off-centre, in both classes alike).
+    The plus says where, the offset decides: relative position (E4) with a salient key (E3).
 
 Objects stay ``2 * image_size // 32`` px clear of every border and clear of the marker. They may
 overlap (later ones on top) as long as every object keeps at least :data:`MIN_VISIBLE` of its
@@ -40,8 +40,8 @@ marker included) or the class id.
                                                     uncompressed-RLE segmentation, category ids 1
                                                     and 2 named by the rule's classes; extra keys:
                                                     each image's context (key_colour and key_side;
-                                                    marker and marker_box), each object's shape
-                                                    and colour
+                                                    marker and marker_box), each object's shape,
+                                                    colour and square (the drawn shape's [x, y, w, h])
     root/img_dir -> images                          relative symlink, for mmseg's layout
     root/ann_dir/{train,val}/000000.png             uint8 label maps, 0 background, 1 and 2 the classes
     root/mini_shapes.json                           the generation parameters, written last
@@ -74,8 +74,8 @@ KEY_SIDES = ("top", "bottom", "left", "right")
 MARKERS = ("plus", "x")
 MARKER_COLOUR = (235, 235, 235)
 MARKER_SIZE = 3 / 32
-#: ``near-far``: an object is near when its box comes within NEAR of the image side of the plus's
-#: box, far when it stays beyond FAR.
+#: ``near-far``: an object is near when the plus's box comes within NEAR of the image side of the
+#: object's square, far when it stays beyond FAR.
 NEAR, FAR = 1 / 8, 1 / 4
 SPLITS = ("train", "val")
 
@@ -105,6 +105,7 @@ class SceneObject:
     shape: str
     colour: str
     category_id: int  # 1 or 2: the rule's first or second class
+    square: tuple[int, int, int, int]  # [x, y, w, h] of the whole drawn shape (the box holds its visible part)
 
 
 @dataclass(frozen=True)
@@ -206,23 +207,25 @@ class _Canvas:
         self.image = _background(rng, image_size)
         self.instances = np.zeros((image_size, image_size), dtype=np.int64)
         self.keep_clear = np.zeros((image_size, image_size), dtype=bool)  # the marker and a 2 px rim
-        self.looks: list[tuple[str, str]] = []
+        self.placed: list[tuple[str, str, tuple[int, int, int, int]]] = []  # shape, colour, square
         self.full_areas: list[int] = []
 
     @property
     def margin(self) -> int:
         return 2 * key_width(self.size)
 
-    def add_marker(self, sign: str) -> list[int]:
-        """Paint ``sign`` at a random place clear of the borders; returns its box [x, y, w, h]."""
+    def add_marker(self, sign: str, left: int | None = None, top: int | None = None) -> list[int]:
+        """Paint ``sign`` with its corner at (left, top), or at a random place clear of the borders;
+        returns its box [x, y, w, h]."""
         size = round(MARKER_SIZE * self.size)
-        left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
+        if left is None:
+            left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
         self.image[marker_mask(sign, left, top, size, self.size)] = _jittered(self.rng, MARKER_COLOUR)
         self.keep_clear[max(0, top - 2):top + size + 2, max(0, left - 2):left + size + 2] = True
         return [left, top, size, size]
 
-    def find(self, shape: str, size: int | None = None, accept=None) -> tuple[np.ndarray, int] | None:
-        """A mask and size of ``shape`` at a random size (or ``size``) and position clear of the
+    def find(self, shape: str, size: int | None = None, accept=None) -> tuple[np.ndarray, tuple] | None:
+        """A mask and square [x, y, w, h] of ``shape`` at a random size (or ``size``) and position clear of the
         borders and the marker that leaves every object already drawn at least MIN_VISIBLE of its
         pixels and whose box [x, y, w, h] ``accept`` takes (when given); None when PLACEMENT_TRIES
         positions found none."""
@@ -235,26 +238,29 @@ class _Canvas:
             mask = shape_mask(shape, left, top, side, self.size)
             visible = np.bincount(self.instances[~mask], minlength=len(self.full_areas) + 1)[1:]
             if not (mask & self.keep_clear).any() and np.all(visible >= MIN_VISIBLE * np.asarray(self.full_areas)):
-                return mask, side
+                return mask, (left, top, side, side)
         return None
 
-    def paint(self, shape: str, colour: str, mask: np.ndarray) -> None:
-        self.instances[mask] = len(self.looks) + 1
+    def paint(self, shape: str, colour: str, place: tuple[np.ndarray, tuple]) -> None:
+        """Draw ``shape`` in ``colour`` at a ``place`` from :meth:`find`."""
+        mask, square = place
+        self.instances[mask] = len(self.placed) + 1
         self.image[mask] = _jittered(self.rng, PALETTE[colour])
-        self.looks.append((shape, colour))
+        self.placed.append((shape, colour, square))
         self.full_areas.append(int(mask.sum()))
 
     def add(self, shape: str, colour: str, size: int | None = None) -> bool:
         """Paint an object where :meth:`find` puts it; False when it found no place."""
         found = self.find(shape, size)
         if found is not None:
-            self.paint(shape, colour, found[0])
+            self.paint(shape, colour, found)
         return found is not None
 
     def scene(self, category_ids: list[int], context: dict) -> Scene:
         """Add pixel noise and freeze: object ``i`` gets ``category_ids[i]``."""
         image = self.image + self.rng.normal(0.0, PIXEL_NOISE, self.image.shape)
-        objects = tuple(SceneObject(shape, colour, c) for (shape, colour), c in zip(self.looks, category_ids))
+        objects = tuple(SceneObject(shape, colour, category, square)
+                        for (shape, colour, square), category in zip(self.placed, category_ids))
         return Scene(np.clip(np.rint(image), 0, 255).astype(np.uint8), self.instances, objects, context)
 
 
@@ -281,7 +287,7 @@ def _marker_scene(rng: np.random.Generator, image_size: int) -> Scene:
     for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
         canvas.add(*_random_look(rng))
     category = MARKERS.index(sign) + 1
-    return canvas.scene([category] * len(canvas.looks), {"marker": sign, "marker_box": box})
+    return canvas.scene([category] * len(canvas.placed), {"marker": sign, "marker_box": box})
 
 
 def _same_different_scene(rng: np.random.Generator, image_size: int) -> Scene:
@@ -300,30 +306,31 @@ def _same_different_scene(rng: np.random.Generator, image_size: int) -> Scene:
     return canvas.scene([1 if drawn.count(d) > 1 else 2 for d in drawn], {})
 
 
-def box_gap(a: list[int], b: list[int]) -> float:
-    """Euclidean distance between two boxes [x, y, w, h] (0 when they overlap)."""
-    dx = max(a[0] - (b[0] + b[2]), b[0] - (a[0] + a[2]), 0)
-    dy = max(a[1] - (b[1] + b[3]), b[1] - (a[1] + a[3]), 0)
-    return float(np.hypot(dx, dy))
-
-
 def _near_far_scene(rng: np.random.Generator, image_size: int) -> Scene:
-    """``near`` when the object's box comes within NEAR of the side of the plus's box, ``far`` when it
-    stays beyond FAR (probability 1/2 each, whatever the object's size; nothing in between)."""
+    """One object, ``near`` when the plus's box comes within NEAR of the side of the object's square,
+    ``far`` when it stays beyond FAR. The object's place is kept only when the plus fits there at
+    both distances, then the class is a coin toss and the plus goes to a random place of that kind:
+    P(near | the object's shape, colour, size and place) = 1/2 exactly, so only the plus tells."""
     canvas = _Canvas(rng, image_size)
-    plus = canvas.add_marker("plus")
-    low, high = object_size_range(image_size)
-    category_ids = []
-    for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
-        (shape, colour), size = _random_look(rng), int(rng.integers(low, high + 1))
-        # a place of each kind for this size, then the class at random: P(near | size) = 1/2
-        places = [canvas.find(shape, size, lambda box: box_gap(box, plus) <= NEAR * image_size),
-                  canvas.find(shape, size, lambda box: box_gap(box, plus) >= FAR * image_size)]
-        if all(places):
-            category = int(rng.integers(2)) + 1
-            canvas.paint(shape, colour, places[category - 1][0])
-            category_ids.append(category)
-    return canvas.scene(category_ids, {"marker": "plus", "marker_box": plus})
+    shape, colour = _random_look(rng)
+    size = round(MARKER_SIZE * image_size)
+    corners = np.arange(canvas.margin, image_size - canvas.margin - size + 1)
+    lefts, tops = np.meshgrid(corners, corners, indexing="xy")
+    while True:
+        mask, square = canvas.find(shape)  # an empty canvas always has room
+        x, y, w, h = square
+        gaps = np.hypot(np.maximum.reduce([x - (lefts + size), lefts - (x + w), np.zeros_like(lefts)]),
+                        np.maximum.reduce([y - (tops + size), tops - (y + h), np.zeros_like(tops)]))
+        # at least 2 px between the plus and the object's square, as between every marker and object
+        places = [np.flatnonzero((gaps >= 2) & (gaps <= NEAR * image_size)),
+                  np.flatnonzero(gaps >= FAR * image_size)]
+        if all(len(p) for p in places):
+            break
+    category = int(rng.integers(2)) + 1
+    chosen = places[category - 1][int(rng.integers(len(places[category - 1])))]
+    canvas.paint(shape, colour, (mask, square))
+    box = canvas.add_marker("plus", int(lefts.flat[chosen]), int(tops.flat[chosen]))
+    return canvas.scene([category], {"marker": "plus", "marker_box": box})
 
 
 @dataclass(frozen=True)
@@ -383,7 +390,8 @@ def _annotations(scene: Scene, image_id: int, first_id: int) -> list[dict]:
         annotations.append({
             "id": first_id + i, "image_id": image_id, "category_id": obj.category_id,
             "bbox": [x, y, int(xs.max()) + 1 - x, int(ys.max()) + 1 - y], "area": int(visible.sum()),
-            "iscrowd": 0, "segmentation": mask_to_rle(visible), "shape": obj.shape, "colour": obj.colour})
+            "iscrowd": 0, "segmentation": mask_to_rle(visible), "shape": obj.shape, "colour": obj.colour,
+            "square": list(obj.square)})
     return annotations
 
 
@@ -413,7 +421,8 @@ def _write_split(root: Path, split: str, num_images: int, image_size: int, seed:
 
 
 def make_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_val: int = NUM_VAL,
-                     image_size: int = IMAGE_SIZE, seed: int = 0, rule: str = DEFAULT_RULE) -> dict[str, dict[str, int]]:
+                     image_size: int = IMAGE_SIZE, seed: int = 0,
+                     rule: str = DEFAULT_RULE) -> dict[str, dict[str, int]]:
     """Write the dataset into ``root`` (created if missing; must be empty). Returns, per split, the
     number of images and of objects per class."""
     params = generation_params(num_train, num_val, image_size, seed, rule)
