@@ -352,3 +352,4 @@ def test_runner_trains_the_mini_config_and_validation_reports_bleu(tmp_path):
     bleu = runner.message_hub.get_scalar("val/translation/BLEU").current()
     assert 0 <= bleu <= 100 and math.isfinite(bleu)
     assert (tmp_path / "data" / "train.src").is_file()  # the corpus was generated on first use
+    assert list((tmp_path / "data").glob("tokens-train.src-train.tgt-*/header.json"))  # and encoded into a store

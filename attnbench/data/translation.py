@@ -6,7 +6,8 @@ The real data path, the same for the mini corpus and for WMT-style files:
    https://arxiv.org/abs/1808.06226) on the training text of both languages and caches it under a
    name that carries a digest of that text and of the options, so new text gets a new model.
 2. :class:`ParallelTextDataset` (an mmengine ``BaseDataset``) reads a source and a target file, one
-   sentence per line, checks that they are aligned, and stores every pair as subword ids; its
+   sentence per line, through a token store (:mod:`attnbench.data.token_store`): the pairs are
+   encoded once into files beside the data and memory-mapped by every process; its
    ``metainfo['tokenizer']`` names the subword model, which the BLEU metric uses to detokenize.
 3. :class:`TokenBucketBatchSampler` groups the sampler's indices into batches of similar length
    holding at most ``max_tokens`` padded tokens, and :func:`collate_translation` pads them.
@@ -16,8 +17,6 @@ target BOS prepended and EOS appended (decoder input = all but the last, label =
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,29 +25,13 @@ import numpy as np
 import sentencepiece as spm
 import torch
 from mmengine.dataset import BaseDataset
-from mmengine.dist import barrier, is_main_process
+from mmengine.dataset.base_dataset import force_full_init
 from torch.utils.data import Sampler
 
 from .mini_corpus import ensure_mini_corpus
+from .token_store import SIDES, TokenStore, _digest, _run_on_main_process, ensure_token_store, read_line_pairs
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-
-
-def _run_on_main_process(function, *args, **kwargs) -> None:
-    """Call ``function`` on the main process only; the others wait for it (file writers)."""
-    if is_main_process():
-        function(*args, **kwargs)
-    barrier()
-
-
-def _digest(files: Sequence[Path], options: dict) -> str:
-    """SHA-1 of the files' contents and the options, 10 hex digits."""
-    sha = hashlib.sha1(json.dumps(options, sort_keys=True).encode())
-    for path in files:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 24), b""):
-                sha.update(block)
-    return sha.hexdigest()[:10]
 
 
 def joint_sentencepiece(
@@ -90,23 +73,6 @@ def _train_sentencepiece(files: list[Path], model: Path, options: dict) -> None:
     Path(f"{prefix}.model").replace(model)  # last: the .model file marks a finished training
 
 
-def read_parallel_text(source: str | Path, target: str | Path) -> tuple[list[str], list[str]]:
-    """Lines (stripped) of two aligned files; ValueError if either is empty or the counts differ."""
-    sides = []
-    for path in (source, target):
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"parallel text file not found: {path}")
-        with open(path, encoding="utf-8", newline="\n") as f:  # split at '\n' only, as sentencepiece
-            lines = [line.strip() for line in f]
-        if not any(lines):
-            raise ValueError(f"parallel text file {path} is empty")
-        sides.append(lines)
-    if len(sides[0]) != len(sides[1]):
-        raise ValueError(f"misaligned parallel text: {source} has {len(sides[0])} lines, {target} has "
-                         f"{len(sides[1])}; the files must hold one sentence pair per line")
-    return sides[0], sides[1]
-
-
 class ParallelTextDataset(BaseDataset):
     """Sentence pairs from a source and a target file, as subword ids of one joint sentencepiece model.
 
@@ -120,7 +86,9 @@ class ParallelTextDataset(BaseDataset):
         test_mode: evaluation split: keeps every pair and its reference text (``tgt_text``).
         **kwargs: the rest of ``BaseDataset``'s arguments (``indices``, ``lazy_init``, ...).
 
-    Every sample is ``dict(src_ids, tgt_ids, sample_idx)``, plus ``tgt_text`` in test mode.
+    Every sample is ``dict(src_ids, tgt_ids, sample_idx)``, plus ``tgt_text`` in test mode. The ids
+    are read from the memory-mapped token store, so ``data_list`` holds the numbers of the kept store
+    rows (an int64 array) rather than dicts, and nothing is serialized.
     """
 
     def __init__(self, data_root: str, data_prefix: dict, tokenizer: dict, filter_cfg: dict | None = None,
@@ -130,48 +98,53 @@ class ParallelTextDataset(BaseDataset):
         tokenizer = dict(tokenizer)
         train_files = [Path(data_root) / f for f in tokenizer.pop("train_files")]
         self.spm_model = joint_sentencepiece(train_files, model_dir=data_root, **tokenizer)
-        self._lengths: np.ndarray | None = None
+        self.store: TokenStore | None = None
+        self._references: list[str] | None = None  # the target lines, in test mode
         super().__init__(data_root=data_root, data_prefix=data_prefix, filter_cfg=filter_cfg, test_mode=test_mode,
-                         **kwargs)
+                         serialize_data=False, **kwargs)
         self._metainfo["tokenizer"] = str(self.spm_model)  # not via `metainfo`, which would read the file
 
-    def load_data_list(self) -> list[dict]:
-        sources, targets = read_parallel_text(self.data_prefix["src"], self.data_prefix["tgt"])
-        sp, threads = spm.SentencePieceProcessor(model_file=str(self.spm_model)), os.cpu_count() or 1
-        src_ids = sp.encode(sources, out_type=int, num_threads=threads)
-        tgt_ids = sp.encode(targets, out_type=int, num_threads=threads)
-        data_list = [dict(src_ids=np.array(s, np.int32), tgt_ids=np.array(t, np.int32))
-                     for s, t in zip(src_ids, tgt_ids)]
+    def load_data_list(self) -> np.ndarray:
+        files = self.data_prefix["src"], self.data_prefix["tgt"]
+        self.store = TokenStore(ensure_token_store(*files, self.spm_model, self.data_root))
         if self.test_mode:
-            for info, text in zip(data_list, targets):
-                info["tgt_text"] = text
-        return data_list
+            self._references = [target for _, target in read_line_pairs(*files)]
+        return np.arange(len(self.store))
 
-    def filter_data(self) -> list[dict]:
+    def filter_data(self) -> np.ndarray:
         if self.test_mode:
             return self.data_list
         cfg = {"min_length": 1, "max_length": None, **(self.filter_cfg or {})}
         if set(cfg) != {"min_length", "max_length"}:
             raise ValueError(f"filter_cfg takes min_length and max_length, got {dict(self.filter_cfg)}")
         low, high = cfg["min_length"], cfg["max_length"] or float("inf")
-        kept = [d for d in self.data_list if low <= min(len(d["src_ids"]), len(d["tgt_ids"]))
-                and max(len(d["src_ids"]), len(d["tgt_ids"])) <= high]
-        if not kept:
+        src, tgt = (self.store.lengths(side)[self.data_list] for side in SIDES)
+        kept = self.data_list[(np.minimum(src, tgt) >= low) & (np.maximum(src, tgt) <= high)]
+        if not len(kept):
             raise ValueError(f"no sentence pair of {self.data_prefix} has {low} to {high} subwords per side")
         return kept
 
-    def full_init(self) -> None:
-        if self._fully_initialized:
-            return
-        super().full_init()
-        infos = (self.get_data_info(i) for i in range(len(self)))
-        self._lengths = np.array([max(len(d["src_ids"]), len(d["tgt_ids"])) + 1 for d in infos], np.int64)
+    def _get_unserialized_subset(self, indices: int | Sequence[int]) -> np.ndarray:
+        """``data_list`` at ``indices``, or its first (last, if negative) ``indices`` rows, as in mmengine."""
+        if isinstance(indices, int):
+            return self.data_list[:indices] if indices >= 0 else self.data_list[indices:]
+        return self.data_list[np.asarray(indices, np.int64)]
+
+    @force_full_init
+    def get_data_info(self, idx: int) -> dict:
+        row = int(self.data_list[idx])
+        info = {f"{side}_ids": self.store.sentence(side, row) for side in SIDES}
+        if self.test_mode:
+            info["tgt_text"] = self._references[row]
+        info["sample_idx"] = idx if idx >= 0 else len(self) + idx
+        return info
 
     @property
     def lengths(self) -> np.ndarray:
-        """Padded length of each sample, ``max(source + EOS, BOS + target)``, (N,)."""
+        """Padded length of each sample, ``max(source + EOS, BOS + target)``, (N,) int64."""
         self.full_init()
-        return self._lengths
+        src, tgt = (self.store.lengths(side)[self.data_list] for side in SIDES)
+        return np.maximum(src, tgt).astype(np.int64) + 1
 
 
 class MiniCorpusDataset(ParallelTextDataset):

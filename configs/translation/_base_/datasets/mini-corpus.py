@@ -1,5 +1,6 @@
 # The synthetic mini corpus (attnbench.data.mini_corpus), written to `data_root` on first use:
-# 20k/500/1000 sentence pairs, a joint 600-piece BPE sentencepiece model on train.src + train.tgt.
+# 20k/500/1000 sentence pairs, a joint 600-piece BPE sentencepiece model on train.src + train.tgt,
+# and each split's token store (attnbench/data/token_store.py), all built once.
 data_root = 'data/mini_corpus/'
 generate = dict(seed=0, train=20000, valid=500, test=1000)
 tokenizer = dict(train_files=['train.src', 'train.tgt'], vocab_size=600, model_type='bpe')

@@ -1,7 +1,9 @@
 # WMT14 English-German as plain-text parallel files (one sentence per line) under `data_root`,
 # e.g. the Stanford NMT release: train.en/train.de, newstest2013 (valid), newstest2014 (test).
 # Point `data_root` and the file names at your copy. A joint 32k BPE sentencepiece model is
-# trained on the training text on first use (on 2M sampled lines) and cached in `data_root`.
+# trained on the training text on first use (on 2M sampled lines) and cached in `data_root`; each
+# split is then encoded once into a token store there (uint16 ids, attnbench/data/token_store.py)
+# that every rank and dataloader worker memory-maps read-only.
 data_root = 'data/wmt14_en_de/'
 tokenizer = dict(train_files=['train.en', 'train.de'], vocab_size=32000, model_type='bpe',
                  input_sentence_size=2000000)
