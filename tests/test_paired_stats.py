@@ -210,3 +210,18 @@ def test_compare_prints_power_effects_and_the_unpaired_rows(tmp_path, capsys):
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--power", "--effect", "det=0.01,seg"])
     assert "TASK=NUMBER" in capsys.readouterr().err
+
+
+def test_one_seed_shows_its_paired_difference_and_no_test():
+    """The README's main command runs one seed: its rows show the one paired difference, untested."""
+    rows = rows_of("baseline", BASELINE[:1]) + rows_of("1111", ALL_ON[:1]) + rows_of("0010", [0.30], threads=1)
+    s = summarize(store_frame(rows)).set_index("variant")
+    assert s.loc["1111", "paired_seeds"] == 1 and s.loc["1111", "paired_delta"] == pytest.approx(0.018)
+    assert s.loc["1111", ["paired_std", "paired_t", "paired_p"]].isna().all()
+    assert s.loc["0010", "paired_seeds"] == 0 and np.isnan(s.loc["0010", "paired_delta"])
+    table = pd.read_csv(io.StringIO(comparison_table(store_frame(rows), "csv")), dtype=str,
+                        keep_default_na=False).set_index("variant")
+    assert table.loc["1111", "paired Δ"] == "+0.0180 (1 seed)" and table.loc["1111", "p"] == ""
+    assert table.loc["0010", "paired Δ"] == ""
+    assert sorted(pairing_notes(s.reset_index())) == ["det/0010: unpaired (threads differ: 1 vs 2)",
+                                                      "det/1111: paired on a single seed: no test"]

@@ -95,8 +95,9 @@ def _t_test(estimate: float, se: float, dof: float) -> tuple[float, float]:
 
 def _paired_statistics(differences: pd.Series) -> dict:
     n = len(differences)
-    if n < 2:
-        return dict(paired_seeds=n, paired_delta=math.nan, paired_std=math.nan, paired_t=math.nan, paired_p=math.nan)
+    if n < 2:  # one pair: its difference, and no spread to test it against
+        delta = float(differences.iloc[0]) if n else math.nan
+        return dict(paired_seeds=n, paired_delta=delta, paired_std=math.nan, paired_t=math.nan, paired_p=math.nan)
     mean, std = differences.mean(), differences.std()
     t, p = _t_test(mean, std / n ** 0.5, n - 1)
     return dict(paired_seeds=n, paired_delta=mean, paired_std=std, paired_t=t, paired_p=p)
@@ -110,7 +111,7 @@ def _pairing(runs: pd.DataFrame, baseline: pd.DataFrame, paired_seeds: list) -> 
     if not unpaired:
         if len(paired_seeds) >= 2:
             return "paired"
-        return "unpaired (no seed in common with the baseline)" if not common else "unpaired (a single seed)"
+        return "unpaired (no seed in common with the baseline)" if not common else "paired on a single seed: no test"
     seed = unpaired[0]
     why = _protocol_mismatch(runs[runs["seed"] == seed].iloc[0], baseline[baseline["seed"] == seed].iloc[0])
     if len(paired_seeds) >= 2:
@@ -143,10 +144,11 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     when they share the protocol (:func:`paired_differences`). Over the n paired seeds, ``paired_delta``
     and ``paired_std`` are the mean and sample std of d_s = row_s - baseline_s, ``paired_t =
     paired_delta / (paired_std / sqrt(n))`` and ``paired_p`` its two-sided p from Student's t with n - 1
-    degrees of freedom (scipy.stats.ttest_rel's test). They are NaN with fewer than two pairs
-    (``paired_seeds`` counts them); with ``paired_std`` 0 the t is ±inf and p 0, unless the mean is 0 too
-    (NaN). ``pairing`` says how the row was compared: "paired", "paired on k of m seeds (why not the
-    others)" or "unpaired (why)"; "" for baselines and rows without one.
+    degrees of freedom (scipy.stats.ttest_rel's test). With one pair only ``paired_delta`` (its
+    difference) is set, with none nothing (``paired_seeds`` counts them); with ``paired_std`` 0 the t
+    is ±inf and p 0, unless the mean is 0 too (NaN). ``pairing`` says how the row was compared:
+    "paired", "paired on k of m seeds (why not the others)", "paired on a single seed: no test" or
+    "unpaired (why)"; "" for baselines and rows without one.
     """
     runs = successful_runs(results)
     summary = runs.groupby(_GROUP, dropna=False).agg(
@@ -192,8 +194,8 @@ def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
 
 def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
     """The :func:`summarize` table as text, markdown or csv: mean ± std over seeds, the delta against
-    the baseline and its Welch t; ``paired Δ`` (mean ± std of the paired differences) and ``paired t``
-    where a row has two paired seeds or more; ``p``, two-sided: the paired p where there is one, else
+    the baseline and its Welch t; ``paired Δ`` (mean ± std of the paired differences; the difference
+    and ``(1 seed)`` for one pair) and ``paired t`` where a row has two paired seeds or more; ``p``, two-sided: the paired p where there is one, else
     Welch's followed by ``u`` (unpaired), e.g. ``0.004`` and ``0.210u`` (``<0.001`` below 0.001); for
     detection, ``class-agnostic AP`` (blank where the store has none); and the model's and attention's MACs.
     """
@@ -205,8 +207,8 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
         "mean ± std": [f"{m:.4f} ± {d:.4f}" for m, d in zip(s["mean"], s["std"])], "seeds": s["seeds"],
         "delta vs baseline": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
         "t": s["delta_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
-        "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if both else ""
-                     for d, sd, both in zip(s["paired_delta"], s["paired_std"], paired)],
+        "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if n >= 2 else f"{d:+.4f} (1 seed)" if n == 1 else ""
+                     for d, sd, n in zip(s["paired_delta"], s["paired_std"], s["paired_seeds"])],
         "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
         "p": [_p_text(pp) if both else _p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
     if s["class_agnostic"].notna().any():
