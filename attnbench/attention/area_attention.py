@@ -42,6 +42,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_multiple, check_positive_int
+
 STD_EPSILON = 1e-6
 
 # key mode -> (area statistics it uses, how AreaKeyCombiner joins them; None: the statistic is the key)
@@ -178,7 +180,7 @@ class AreaKeyCombiner(nn.Module):
         if join is None:
             raise ValueError(f"AreaKeyCombiner's area_key_mode must be one of "
                              f"{[m for m, (_, j) in KEY_MODES.items() if j]}, got {area_key_mode!r}")
-        _check_positive(head_dim=head_dim, max_area_width=max_area_width, max_area_height=max_area_height)
+        check_positive_int(head_dim=head_dim, max_area_width=max_area_width, max_area_height=max_area_height)
         self.area_key_mode = area_key_mode
         self.parts, self.join = parts, join
         self.head_dim = head_dim
@@ -218,12 +220,6 @@ def _check_modes(area_key_mode: str, area_value_mode: str) -> None:
         raise ValueError(f"area_key_mode must be one of {list(KEY_MODES)}, got {area_key_mode!r}")
     if area_value_mode not in VALUE_MODES:
         raise ValueError(f"area_value_mode must be one of {list(VALUE_MODES)}, got {area_value_mode!r}")
-
-
-def _check_positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _check_top_k(top_k_areas: int) -> None:
@@ -339,7 +335,7 @@ def area_attention(
     ``F.scaled_dot_product_attention``).
     """
     _check_modes(area_key_mode, area_value_mode)
-    _check_positive(max_area_width=max_area_width, max_area_height=max_area_height, memory_height=memory_height)
+    check_positive_int(max_area_width=max_area_width, max_area_height=max_area_height, memory_height=memory_height)
     _check_top_k(top_k_areas)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
@@ -361,10 +357,9 @@ class _AreaAttentionBase(nn.Module):
     def __init__(self, channels, num_heads, max_area_width, max_area_height, area_key_mode, area_value_mode,
                  top_k_areas, dropout):
         super().__init__()
-        if num_heads < 1 or channels < 1 or channels % num_heads:
-            raise ValueError(f"channels ({channels}) must be a positive multiple of num_heads ({num_heads})")
+        check_multiple("channels", channels, "num_heads", num_heads)
         _check_modes(area_key_mode, area_value_mode)
-        _check_positive(max_area_width=max_area_width, max_area_height=max_area_height)
+        check_positive_int(max_area_width=max_area_width, max_area_height=max_area_height)
         _check_top_k(top_k_areas)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
@@ -484,7 +479,7 @@ class AreaAttention2d(_AreaAttentionBase):
                  top_k_areas: int = 0, dropout: float = 0.0):
         super().__init__(in_channels, num_heads, max_area_width, max_area_height, area_key_mode, area_value_mode,
                          top_k_areas, dropout)
-        _check_positive(kv_stride=kv_stride)
+        check_positive_int(kv_stride=kv_stride)
         self.in_channels = in_channels
         self.kv_stride = kv_stride
         self.query_conv = nn.Conv2d(in_channels, in_channels, 1)

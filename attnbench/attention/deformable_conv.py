@@ -38,7 +38,7 @@ import torch.nn as nn
 from torch.nn.modules.utils import _pair
 from torchvision.ops import deform_conv2d
 
-from .checks import check_feature_map
+from .checks import check_feature_map, check_multiple
 from .dtypes import to_common_dtype
 
 
@@ -47,9 +47,7 @@ def check_groups(in_channels: int, out_channels: int, groups: int, deform_groups
     if groups < 1 or in_channels < 1 or out_channels < 1 or in_channels % groups or out_channels % groups:
         raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be "
                          f"positive multiples of groups ({groups})")
-    if deform_groups < 1 or in_channels % deform_groups:
-        raise ValueError(
-            f"in_channels ({in_channels}) must be a positive multiple of deform_groups ({deform_groups})")
+    check_multiple("in_channels", in_channels, "deform_groups", deform_groups)
 
 
 def _int_pair(name: str, value, minimum: int) -> tuple[int, int]:

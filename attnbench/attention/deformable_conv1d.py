@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_positive_int
 from .deformable_conv import check_groups
 
 
@@ -54,8 +55,7 @@ class DeformConv1d(nn.Module):
         bias: bool = True,
     ):
         super().__init__()
-        if not isinstance(kernel_size, int) or kernel_size < 1:
-            raise ValueError(f"kernel_size must be a positive integer, got {kernel_size!r}")
+        check_positive_int(kernel_size=kernel_size)
         check_groups(in_channels, out_channels, groups, deform_groups)
         self.in_channels = in_channels
         self.out_channels = out_channels

@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import check_at_least
+from .checks import check_at_least, check_multiple
 
 PATHS = ("auto", "unfold", "band")
 BAND_MAX_LENGTH = 512
@@ -122,9 +122,7 @@ class _HeadSharedConv1d(nn.Module, ABC):
     ):
         super().__init__()
         check_at_least(1, kernel_size=kernel_size)
-        if num_heads < 1 or embed_dim < 1 or embed_dim % num_heads:
-            raise ValueError(
-                f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")
+        check_multiple("embed_dim", embed_dim, "num_heads", num_heads)
         if not 0.0 <= weight_dropout < 1.0:
             raise ValueError(f"weight_dropout must be in [0, 1), got {weight_dropout}")
         _check_path(path)

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import check_at_least, check_feature_map
+from .checks import check_at_least, check_feature_map, check_multiple
 
 
 class DynamicConv2d(nn.Module):
@@ -42,9 +42,7 @@ class DynamicConv2d(nn.Module):
     def __init__(self, in_channels: int, kernel_size: int = 3, num_heads: int = 8, dilation: int = 1):
         super().__init__()
         check_at_least(1, kernel_size=kernel_size, dilation=dilation)
-        if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
-            raise ValueError(
-                f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
+        check_multiple("in_channels", in_channels, "num_heads", num_heads)
         self.in_channels = in_channels
         self.kernel_size = kernel_size
         self.num_heads = num_heads

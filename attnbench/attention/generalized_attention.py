@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import check_feature_map
+from .checks import check_feature_map, check_multiple, check_positive_int
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
 from .separable_bias_attention import (
@@ -92,12 +92,8 @@ class GeneralizedAttention(nn.Module):
         if implementation not in IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
         self.implementation = implementation
-        if num_heads < 1 or in_channels < 1 or in_channels % num_heads:
-            raise ValueError(
-                f"in_channels ({in_channels}) must be a positive multiple of num_heads ({num_heads})")
-        for name, stride in (("kv_stride", kv_stride), ("q_stride", q_stride)):
-            if not isinstance(stride, int) or stride < 1:
-                raise ValueError(f"{name} must be a positive integer, got {stride!r}")
+        check_multiple("in_channels", in_channels, "num_heads", num_heads)
+        check_positive_int(kv_stride=kv_stride, q_stride=q_stride)
         if spatial_range < -1:
             raise ValueError(f"spatial_range must be -1 (unconstrained) or >= 0, got {spatial_range}")
         if 0 <= spatial_range < kv_stride - 1:

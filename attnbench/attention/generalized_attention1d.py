@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .checks import check_multiple
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
 
@@ -51,9 +52,7 @@ class GeneralizedAttention1d(nn.Module):
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
-        if num_heads < 1 or embed_dim < 1 or embed_dim % num_heads:
-            raise ValueError(
-                f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")
+        check_multiple("embed_dim", embed_dim, "num_heads", num_heads)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
