@@ -225,3 +225,8 @@ def test_one_seed_shows_its_paired_difference_and_no_test():
     assert table.loc["0010", "paired Δ"] == ""
     assert sorted(pairing_notes(s.reset_index())) == ["det/0010: unpaired (threads differ: 1 vs 2)",
                                                       "det/1111: paired on a single seed: no test"]
+
+
+def test_markdown_tables_print_tiny_p_values_as_below_a_thousandth():
+    text = compare.frame_text(pd.DataFrame(dict(term=["E1", "E2", "E3"], p=[1e-9, 0.5, np.nan])), "markdown")
+    assert "<0.001" in text and "0.500" in text and "0.0000" not in text and "nan" not in text

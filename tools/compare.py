@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from attnbench.sweep.report import comparison_table, factor_effects, pairing_notes, power_table, summarize
+from attnbench.sweep.report import comparison_table, factor_effects, p_text, pairing_notes, power_table, summarize
 from attnbench.sweep.store import read_store_or_exit
 
 
@@ -36,7 +36,8 @@ def effect_sizes(text: str) -> float | dict[str, float]:
 def frame_text(frame: pd.DataFrame, fmt: str) -> str:
     if fmt == "csv":
         return frame.to_csv(index=False)
-    if fmt == "markdown":
+    if fmt == "markdown":  # p-values as the comparison table prints them (a tiny p is not 0.0000)
+        frame = frame.assign(p=frame["p"].map(p_text)) if "p" in frame else frame
         return frame.to_markdown(index=False, floatfmt=".4f")
     return frame.to_string(index=False)
 

@@ -210,7 +210,7 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
         "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if n >= 2 else f"{d:+.4f} (1 seed)" if n == 1 else ""
                      for d, sd, n in zip(s["paired_delta"], s["paired_std"], s["paired_seeds"])],
         "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
-        "p": [_p_text(pp) if both else _p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
+        "p": [p_text(pp) if both else p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
     if s["class_agnostic"].notna().any():
         columns["class-agnostic AP"] = ["" if pd.isna(x) else f"{x:.4f}" for x in s["class_agnostic"]]
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
@@ -226,7 +226,8 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
     raise ValueError(f"unknown format {fmt!r}; choose from text, markdown, csv")
 
 
-def _p_text(p: float, mark: str = "") -> str:
+def p_text(p: float, mark: str = "") -> str:
+    """A p-value as the tables print it: three decimals, ``<0.001`` below, ``mark`` after; "" for NaN."""
     if pd.isna(p):
         return ""
     return ("<0.001" if p < 0.001 else f"{p:.3f}") + mark
