@@ -341,3 +341,46 @@ def test_iou_metric_is_perfect_on_ground_truth(root):
         gt = ds[i]["data_samples"].gt_sem_seg.data
         metric.process({}, [dict(pred_sem_seg=dict(data=gt), gt_sem_seg=dict(data=gt))])
     assert metric.evaluate(len(ds))["mIoU"] == 100.0
+
+
+def test_context_accuracy_counts_the_right_class_among_the_objects_found(root):
+    from attnbench.mm.metrics import ContextAccuracyMetric
+
+    ds = det_dataset(root)
+
+    def context(labels_of, keep=lambda i: True) -> dict:
+        metric = ContextAccuracyMetric(ann_file=str(root / "annotations" / "instances_val.json"))
+        metric.dataset_meta = ds.metainfo
+        for i in range(len(ds)):
+            info = ds.get_data_info(i)
+            kept = [inst for j, inst in enumerate(info["instances"]) if keep(j)]
+            labels = torch.tensor([labels_of(inst["bbox_label"]) for inst in kept], dtype=torch.long)
+            boxes = torch.tensor([inst["bbox"] for inst in kept], dtype=torch.float32).reshape(-1, 4)
+            metric.process({}, [dict(img_id=info["img_id"], pred_instances=dict(
+                bboxes=boxes, scores=torch.ones(len(kept)), labels=labels))])
+        return metric.evaluate(len(ds))
+
+    assert context(lambda label: label) == {"context/accuracy": 1.0, "context/found": 1.0}
+    assert context(lambda label: 1 - label)["context/accuracy"] == 0.0
+    first_only = context(lambda label: label, keep=lambda j: j == 0)
+    boxes = sum(len(ds.get_data_info(i)["instances"]) for i in range(len(ds)))
+    assert first_only == {"context/accuracy": 1.0, "context/found": pytest.approx(len(ds) / boxes)}
+
+
+def test_segmentation_context_accuracy_is_by_object_pixels(root):
+    from attnbench.mm.metrics import SegContextAccuracyMetric
+
+    ds = seg_dataset(root)
+
+    def context(predict) -> dict:
+        metric = SegContextAccuracyMetric()
+        metric.dataset_meta = ds.metainfo
+        for i in range(len(ds)):
+            gt = ds[i]["data_samples"].gt_sem_seg.data
+            metric.process({}, [dict(gt_sem_seg=dict(data=gt), pred_sem_seg=dict(data=predict(gt)))])
+        return metric.evaluate(len(ds))
+
+    assert context(lambda gt: gt) == {"context/accuracy": 1.0, "context/found": 1.0}
+    assert context(lambda gt: torch.where(gt > 0, 3 - gt, gt))["context/accuracy"] == 0.0
+    half = context(lambda gt: torch.where((gt > 0) & (torch.arange(gt.shape[-1]) < 64), gt, 0))
+    assert half["context/accuracy"] == 1.0 and 0 < half["context/found"] < 1

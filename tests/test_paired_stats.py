@@ -230,3 +230,16 @@ def test_one_seed_shows_its_paired_difference_and_no_test():
 def test_markdown_tables_print_tiny_p_values_as_below_a_thousandth():
     text = compare.frame_text(pd.DataFrame(dict(term=["E1", "E2", "E3"], p=[1e-9, 0.5, np.nan])), "markdown")
     assert "<0.001" in text and "0.500" in text and "0.0000" not in text and "nan" not in text
+
+
+def test_compare_analyses_the_context_accuracy_when_asked(tmp_path, capsys):
+    rows = (rows_of("baseline", BASELINE, task="det-marker", value_context=0.5)
+            + rows_of("1111", ALL_ON, task="det-marker", value_context=0.7) + rows_of("1111", ALL_ON))
+    (tmp_path / "store").mkdir()
+    store_frame(rows).to_csv(tmp_path / "store" / "results.csv", index=False)
+    compare.main(["--results", str(tmp_path / "store"), "--value", "context", "--format", "csv"])
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
+    assert list(table["task"]) == ["det-marker", "det-marker"]  # the det runs record no context accuracy
+    assert (table["metric"] == "context/accuracy").all() and table.loc["1111", "delta vs baseline"] == 0.2
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"])

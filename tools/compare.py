@@ -4,6 +4,7 @@
     python tools/compare.py --effects       # main effect of each term E1..E4 (paired factor sets)
     python tools/compare.py --power --effect det=0.01,seg=1,nmt=2   # what the seeds can detect, seeds needed
     python tools/compare.py --tasks nmt --slot enc-dec
+    python tools/compare.py --results results/diagnostics --value context   # the diagnostic tasks' context accuracy
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -40,6 +41,14 @@ def frame_text(frame: pd.DataFrame, fmt: str) -> str:
         frame = frame.assign(p=frame["p"].map(p_text)) if "p" in frame else frame
         return frame.to_markdown(index=False, floatfmt=".4f")
     return frame.to_string(index=False)
+
+
+def context_values(results: pd.DataFrame) -> pd.DataFrame:
+    """The runs that record a context accuracy, with it as their value (metric ``context/accuracy``)."""
+    if "value_context" not in results:
+        return results.iloc[:0]
+    recorded = results[pd.to_numeric(results["value_context"], errors="coerce").notna()]
+    return recorded.assign(value=recorded["value_context"].astype(float), metric="context/accuracy")
 
 
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
@@ -82,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "(det=0.01,seg=1.0,nmt=2): also print the seeds needed to detect it")
     p.add_argument("--alpha", type=float, default=0.05, help="with --power: significance level, two-sided (0.05)")
     p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")
+    p.add_argument("--value", default="metric", choices=["metric", "context"],
+                   help="what every statistic is computed on: each task's metric (the default), or the context "
+                   "accuracy of the diagnostic tasks (the share of found objects given the right class; runs "
+                   "without it are left out)")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
     args = p.parse_args(argv)
@@ -92,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not 0 < args.alpha < args.power_target < 1:
         p.error(f"need 0 < --alpha < --power-target < 1 (got {args.alpha} and {args.power_target})")
     results = read_store_or_exit(args.results, "compare.py")
+    if args.value == "context":
+        results = context_values(results)
+        if results.empty:
+            p.error(f"no run in {args.results} records a context accuracy (the diagnostic tasks det-RULE and "
+                    "seg-RULE do)")
     if args.tasks:
         results = results[results["task"].isin(args.tasks.split(","))]
     if args.slot:

@@ -38,14 +38,14 @@ _PAIRED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "pa
 
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
-    where the store records none, ``threads`` read back as 2.0 as ``"2"``) and ``value_class_agnostic``
-    NaN where the store has no such column."""
+    where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
+    and ``value_context`` NaN where the store has no such column."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
-    agnostic = ok["value_class_agnostic"] if "value_class_agnostic" in ok else math.nan
-    ok["value_class_agnostic"] = pd.to_numeric(agnostic, errors="coerce")
+    for column in ("value_class_agnostic", "value_context"):
+        ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
     return ok
 
 
@@ -132,8 +132,9 @@ def _protocol_mismatch(run: pd.Series, reference: pd.Series) -> str:
 
 
 def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Per variant: mean, std and count (``seeds``) over seeds, ``class_agnostic`` (the mean of
-    ``value_class_agnostic``, detection's class-agnostic AP) and the comparison with the baseline.
+    """Per variant: mean, std and count (``seeds``) over seeds, ``class_agnostic`` and ``context`` (the
+    means of ``value_class_agnostic``, detection's class-agnostic AP, and of ``value_context``, the
+    diagnostic tasks' context accuracy) and the comparison with the baseline.
 
     Unpaired: ``delta``, the difference of the means; ``delta_t``, Welch's t,
     ``delta / sqrt(a + b)`` with ``a = std^2/seeds``, ``b = std_baseline^2/seeds_baseline``, where both
@@ -153,7 +154,8 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     runs = successful_runs(results)
     summary = runs.groupby(_GROUP, dropna=False).agg(
         metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
-        class_agnostic=("value_class_agnostic", "mean"), macs_model=("macs_model", "mean"),
+        class_agnostic=("value_class_agnostic", "mean"), context=("value_context", "mean"),
+        macs_model=("macs_model", "mean"),
         macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
@@ -211,8 +213,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
                      for d, sd, n in zip(s["paired_delta"], s["paired_std"], s["paired_seeds"])],
         "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
         "p": [p_text(pp) if both else p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
-    if s["class_agnostic"].notna().any():
-        columns["class-agnostic AP"] = ["" if pd.isna(x) else f"{x:.4f}" for x in s["class_agnostic"]]
+    for column, label in (("class_agnostic", "class-agnostic AP"), ("context", "context accuracy")):
+        if s[column].notna().any():
+            columns[label] = ["" if pd.isna(x) else f"{x:.4f}" for x in s[column]]
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
     table = pd.DataFrame(columns)
     if fmt == "csv":

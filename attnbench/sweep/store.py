@@ -16,10 +16,11 @@ from filelock import FileLock
 
 #: Columns of a result row, in order. ``threads``, ``device``, ``torch_version`` and ``mmcv_version``
 #: are the run's protocol: runs at one seed are comparable (paired) only when they share it.
-#: ``value_class_agnostic`` is detection's class-agnostic bbox AP (empty on other tasks).
+#: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
+#: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "seed",
-    "metric", "value", "value_class_agnostic", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
+    "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_seconds", "peak_memory_mb",
     "threads", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",

@@ -34,6 +34,7 @@ class VisionTask:
     metric_label: str
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
     class_agnostic_metric: str | None = None  # key of the class-agnostic AP (detection), recorded beside it
+    context_metric: str | None = None  # key of the context accuracy (diagnostic tasks), recorded beside it
     smoke_options: dict = field(default_factory=dict)  # --cfg-options of the smoke preset
     rule: str | None = None
 
@@ -106,6 +107,7 @@ class TranslationTask:
     metric: str = "translation/BLEU"
     metric_label: str = "BLEU"
     class_agnostic_metric: str | None = None
+    context_metric: str | None = None
     smoke_options: dict = field(default_factory=lambda: {
         "train_cfg.max_iters": 4, "train_cfg.val_interval": 4, "val_dataloader.dataset.indices": 16})
     configs: dict = field(default_factory=lambda: {
@@ -181,6 +183,7 @@ STUDY_TASKS: dict = {
 #: ``det-<rule>``, ``seg-<rule>``: the diagnostic suite (docs/diagnostics.md), one task per rule of
 #: mini shapes other than the study's own.
 DIAGNOSTIC_TASKS: dict = {
-    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, input_sizes={"mini": (128, 128)})
+    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, input_sizes={"mini": (128, 128)},
+                              context_metric="context/accuracy")
     for kind in ("det", "seg") for rule in RULES if rule != DEFAULT_RULE}
 TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS

@@ -68,8 +68,9 @@ def execute(run: dict) -> dict:
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **counts)
-    if task.class_agnostic_metric:
-        row["value_class_agnostic"] = float(recorder.metrics[task.class_agnostic_metric])
+    for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
+        if key:
+            row[column] = float(recorder.metrics[key])
     return row
 
 

@@ -11,5 +11,7 @@ test_dataloader = val_dataloader
 val_evaluator = [
     dict(type='CocoMetric', ann_file=data_root + 'annotations/instances_val.json', metric='bbox', format_only=False),
     dict(type='attnbench.ClassAgnosticCocoMetric', ann_file=data_root + 'annotations/instances_val.json'),
+    # of the objects found, the share given the right class: what the rule's context decides
+    dict(type='attnbench.ContextAccuracyMetric', ann_file=data_root + 'annotations/instances_val.json'),
 ]
 test_evaluator = val_evaluator

@@ -8,3 +8,6 @@ dataset = dict(data_root=data_root, generate=dict(rule=rule))
 train_dataloader = dict(dataset=dataset)
 val_dataloader = dict(dataset=dataset)
 test_dataloader = val_dataloader
+# mIoU, and of the object pixels predicted as an object, the share given the right class
+val_evaluator = [dict(type='IoUMetric', iou_metrics=['mIoU']), dict(type='attnbench.SegContextAccuracyMetric')]
+test_evaluator = val_evaluator
