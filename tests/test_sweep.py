@@ -384,7 +384,7 @@ def test_a_diagnostic_task_trains_the_study_model_on_its_rule(task, variant):
 
 
 def test_diagnostic_tasks_refuse_full_scale_and_decode_heads():
-    with pytest.raises(ValueError, match="presets mini and smoke only"):
+    with pytest.raises(ValueError, match="presets mini, smoke and long only"):
         build_plan(["det-marker"], ["1111"], [], 1, "full")
     with pytest.raises(ValueError, match="varies the backbone only"):
         build_plan(["seg-near-far"], [], ["ocr"], 1, "mini")
@@ -433,3 +433,19 @@ def test_a_run_is_reproducible_to_the_bit_whichever_entry_point_starts_it(tmp_pa
         assert other.keys() == states[0].keys()
         different = [k for k in states[0] if not torch.equal(states[0][k], other[k])]
         assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+def test_long_preset_stretches_the_mini_schedules_four_times():
+    from mmengine.config import Config
+
+    for task, loop_key, length, scheduler in (("det-marker", "max_epochs", 24, 1), ("seg", "max_iters", 3200, 0)):
+        (run,) = build_plan([task], ["1111"], [], 1, "long", baseline=False)
+        (mini,) = build_plan([task], ["1111"], [], 1, "mini", baseline=False)
+        cfg, short = Config.fromfile(run.config), Config.fromfile(mini.config)
+        cfg.merge_from_dict(run.cfg_options)
+        short.merge_from_dict(mini.cfg_options)
+        assert cfg.train_cfg[loop_key] == 4 * short.train_cfg[loop_key] == length
+        assert cfg.param_scheduler[scheduler].end == cfg.train_cfg.val_interval == length
+        assert cfg.model.to_dict() == short.model.to_dict() and run.run_id != mini.run_id
+    with pytest.raises(ValueError, match="task nmt has no long preset"):
+        build_plan(["nmt"], ["1111"], [], 1, "long")

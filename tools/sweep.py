@@ -36,7 +36,8 @@ def parse_args() -> argparse.Namespace:
                         "marker, same-different or near-far (docs/diagnostics.md) (default: det,seg)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
-                   "configs) or smoke (the mini configs for a few iterations: checks a sweep end to end in a minute)")
+                   "configs), smoke (the mini configs for a few iterations: checks a sweep end to end in a minute) "
+                   "or long (the mini vision configs trained 4x longer)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per variant (0 .. N-1)")
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
     p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")

@@ -10,21 +10,33 @@ from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
 from attnbench.variants import Variant
 
 #: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
-#: trained for a few iterations and evaluated on a few samples (each task's ``smoke_options``),
-#: to check a sweep end to end in a minute; its rows are labelled ``smoke`` and say nothing.
-PRESETS = ("mini", "full", "smoke")
+#: trained for a few iterations and evaluated on a few samples, to check a sweep end to end in a
+#: minute (its rows are labelled ``smoke`` and say nothing); ``long``: the mini vision configs
+#: trained four times longer (24 epochs of detection, 3,200 iterations of segmentation, the
+#: schedules stretched alike). Each task's ``preset_options`` hold the overrides of the last two.
+PRESETS = ("mini", "full", "smoke", "long")
 
 
 def config_preset(preset: str) -> str:
-    """The preset whose config files a preset uses (``smoke`` trains the mini configs)."""
-    return "mini" if preset == "smoke" else preset
+    """The preset whose config files a preset uses (``smoke`` and ``long`` train the mini configs)."""
+    return "mini" if preset in ("smoke", "long") else preset
+
+
+def preset_options(task, preset: str) -> dict:
+    """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``)."""
+    if config_preset(preset) == preset:
+        return {}
+    if preset not in task.preset_options:
+        raise ValueError(f"task {task.name} has no {preset} preset; its presets: "
+                         f"{['mini', 'full', *task.preset_options]}")
+    return dict(task.preset_options[preset])
 
 
 @dataclass(frozen=True)
 class VisionTask:
     """Detection (mmdet) or segmentation (mmseg) with the mechanisms in the backbone.
 
-    A task with a ``rule`` trains on that diagnostic rule of mini shapes (mini and smoke presets):
+    A task with a ``rule`` trains on that diagnostic rule of mini shapes (mini, smoke and long presets):
     its base config (``diagnostic_config_path``) with the variant's backbone keys as overrides.
     """
 
@@ -35,7 +47,7 @@ class VisionTask:
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
     class_agnostic_metric: str | None = None  # key of the class-agnostic AP (detection), recorded beside it
     context_metric: str | None = None  # key of the context accuracy (diagnostic tasks), recorded beside it
-    smoke_options: dict = field(default_factory=dict)  # --cfg-options of the smoke preset
+    preset_options: dict = field(default_factory=dict)  # preset -> its --cfg-options (smoke, long)
     rule: str | None = None
 
     def validate_variant(self, variant: str) -> str:
@@ -50,11 +62,11 @@ class VisionTask:
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         """Config path and ``--cfg-options`` overrides of one run."""
-        options = dict(self.smoke_options) if preset == "smoke" else {}
+        options = preset_options(self, preset)
         if self.rule is None:
             return str(vision_config_path(self.kind, config_preset(preset), variant)), options
         if config_preset(preset) != "mini":
-            raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini and smoke only")
+            raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
         backbone = Variant.parse(variant).backbone_overrides()
         return str(diagnostic_config_path(self.kind, self.rule)), options | {
             f"model.backbone.{key}": value for key, value in backbone.items()}
@@ -108,8 +120,8 @@ class TranslationTask:
     metric_label: str = "BLEU"
     class_agnostic_metric: str | None = None
     context_metric: str | None = None
-    smoke_options: dict = field(default_factory=lambda: {
-        "train_cfg.max_iters": 4, "train_cfg.val_interval": 4, "val_dataloader.dataset.indices": 16})
+    preset_options: dict = field(default_factory=lambda: {"smoke": {
+        "train_cfg.max_iters": 4, "train_cfg.val_interval": 4, "val_dataloader.dataset.indices": 16}})
     configs: dict = field(default_factory=lambda: {
         "mini": "configs/translation/transformer-mini_mini-corpus.py",
         "full": "configs/translation/transformer-base_wmt14-ende.py"})
@@ -154,7 +166,7 @@ class TranslationTask:
         from attnbench.config_files import CONFIG_ROOT
 
         path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
-        options = dict(self.smoke_options) if preset == "smoke" else {}
+        options = preset_options(self, preset)
         if variant == "baseline":
             return path, options
         return path, options | {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
@@ -173,11 +185,18 @@ class TranslationTask:
 STUDY_TASKS: dict = {
     "det": VisionTask("det", "det", "coco/bbox_mAP", "bbox mAP", {"mini": (128, 128), "full": (800, 1333)},
                       class_agnostic_metric="coco_agnostic/bbox_mAP",
-                      smoke_options={"train_cfg.max_epochs": 1, "train_dataloader.dataset.indices": 16,
-                                     "val_dataloader.dataset.indices": 16}),
+                      preset_options={
+                          "smoke": {"train_cfg.max_epochs": 1, "train_dataloader.dataset.indices": 16,
+                                    "val_dataloader.dataset.indices": 16},
+                          "long": {"train_cfg.max_epochs": 24, "train_cfg.val_interval": 24,
+                                   "param_scheduler.1.end": 24, "param_scheduler.1.milestones": [20],
+                                   "default_hooks.checkpoint.interval": 24}}),
     "seg": VisionTask("seg", "seg", "mIoU", "mIoU", {"mini": (128, 128), "full": (512, 1024)},
-                      smoke_options={"train_cfg.max_iters": 4, "train_cfg.val_interval": 4,
-                                     "val_dataloader.dataset.indices": 16}),
+                      preset_options={
+                          "smoke": {"train_cfg.max_iters": 4, "train_cfg.val_interval": 4,
+                                    "val_dataloader.dataset.indices": 16},
+                          "long": {"train_cfg.max_iters": 3200, "train_cfg.val_interval": 3200,
+                                   "param_scheduler.0.end": 3200, "default_hooks.checkpoint.interval": 3200}}),
     "nmt": TranslationTask(),
 }
 #: ``det-<rule>``, ``seg-<rule>``: the diagnostic suite (docs/diagnostics.md), one task per rule of
