@@ -129,6 +129,10 @@ def key_width(image_size: int) -> int:
     return max(2, image_size // 32)
 
 
+def marker_size(image_size: int) -> int:
+    return round(MARKER_SIZE * image_size)
+
+
 def object_size_range(image_size: int) -> tuple[int, int]:
     return round(SIZE_RANGE[0] * image_size), round(SIZE_RANGE[1] * image_size)
 
@@ -217,7 +221,7 @@ class _Canvas:
     def add_marker(self, sign: str, left: int | None = None, top: int | None = None) -> list[int]:
         """Paint ``sign`` with its corner at (left, top), or at a random place clear of the borders;
         returns its box [x, y, w, h]."""
-        size = round(MARKER_SIZE * self.size)
+        size = marker_size(self.size)
         if left is None:
             left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
         self.image[marker_mask(sign, left, top, size, self.size)] = _jittered(self.rng, MARKER_COLOUR)
@@ -313,7 +317,7 @@ def _near_far_scene(rng: np.random.Generator, image_size: int) -> Scene:
     P(near | the object's shape, colour, size and place) = 1/2 exactly, so only the plus tells."""
     canvas = _Canvas(rng, image_size)
     shape, colour = _random_look(rng)
-    size = round(MARKER_SIZE * image_size)
+    size = marker_size(image_size)
     corners = np.arange(canvas.margin, image_size - canvas.margin - size + 1)
     lefts, tops = np.meshgrid(corners, corners, indexing="xy")
     while True:

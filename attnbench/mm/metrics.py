@@ -17,8 +17,10 @@ import os.path as osp
 import tempfile
 
 import numpy as np
+import torch
 from mmdet.datasets.api_wrappers import COCO, COCOeval
 from mmdet.evaluation import CocoMetric
+from mmdet.structures.bbox import bbox_overlaps
 from mmengine.evaluator import BaseMetric
 from mmengine.fileio import load
 
@@ -86,8 +88,7 @@ class ContextAccuracyMetric(BaseMetric):
     def process(self, data_batch, data_samples) -> None:
         for sample in data_samples:
             pred = sample["pred_instances"]
-            self.results.append((sample["img_id"], pred["bboxes"].cpu().numpy(), pred["scores"].cpu().numpy(),
-                                 pred["labels"].cpu().numpy()))
+            self.results.append((sample["img_id"], pred["bboxes"].cpu(), pred["scores"].cpu(), pred["labels"].cpu()))
 
     def compute_metrics(self, results: list) -> dict[str, float]:
         cat_ids = self.coco.get_cat_ids(cat_names=self.dataset_meta["classes"])
@@ -96,11 +97,11 @@ class ContextAccuracyMetric(BaseMetric):
             for ann in self.coco.load_anns(self.coco.get_ann_ids(img_ids=[img_id])):
                 boxes += 1
                 x, y, w, h = ann["bbox"]
-                overlaps = box_iou(np.array([x, y, x + w, y + h], dtype=float), bboxes)
-                candidates = np.flatnonzero(overlaps >= self.iou)
+                overlaps = bbox_overlaps(torch.tensor([[x, y, x + w, y + h]], dtype=bboxes.dtype), bboxes)[0]
+                candidates = torch.nonzero(overlaps >= self.iou)[:, 0]
                 if len(candidates):
                     found += 1
-                    best = candidates[np.argmax(scores[candidates])]
+                    best = candidates[scores[candidates].argmax()]
                     right += cat_ids[int(labels[best])] == ann["category_id"]
         return dict(accuracy=right / found if found else 0.0, found=found / boxes if boxes else 0.0)
 
@@ -129,11 +130,3 @@ class SegContextAccuracyMetric(BaseMetric):
     def compute_metrics(self, results: list) -> dict[str, float]:
         objects, as_object, right = np.sum(results, axis=0)
         return dict(accuracy=right / as_object if as_object else 0.0, found=as_object / objects if objects else 0.0)
-
-
-def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one box with each of ``boxes``, all (x1, y1, x2, y2): (N,)."""
-    low, high = np.maximum(box[:2], boxes[:, :2]), np.minimum(box[2:], boxes[:, 2:])
-    inter = np.prod(np.clip(high - low, 0, None), axis=1)
-    area = lambda b: (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])  # noqa: E731
-    return inter / (area(box) + area(boxes) - inter)

@@ -22,7 +22,7 @@ def config_preset(preset: str) -> str:
     return "mini" if preset in ("smoke", "long") else preset
 
 
-def preset_options(task, preset: str) -> dict:
+def preset_overrides(task, preset: str) -> dict:
     """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``)."""
     if config_preset(preset) == preset:
         return {}
@@ -62,7 +62,7 @@ class VisionTask:
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         """Config path and ``--cfg-options`` overrides of one run."""
-        options = preset_options(self, preset)
+        options = preset_overrides(self, preset)
         if self.rule is None:
             return str(vision_config_path(self.kind, config_preset(preset), variant)), options
         if config_preset(preset) != "mini":
@@ -166,7 +166,7 @@ class TranslationTask:
         from attnbench.config_files import CONFIG_ROOT
 
         path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
-        options = preset_options(self, preset)
+        options = preset_overrides(self, preset)
         if variant == "baseline":
             return path, options
         return path, options | {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
@@ -202,7 +202,6 @@ STUDY_TASKS: dict = {
 #: ``det-<rule>``, ``seg-<rule>``: the diagnostic suite (docs/diagnostics.md), one task per rule of
 #: mini shapes other than the study's own.
 DIAGNOSTIC_TASKS: dict = {
-    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, input_sizes={"mini": (128, 128)},
-                              context_metric="context/accuracy")
+    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, context_metric="context/accuracy")
     for kind in ("det", "seg") for rule in RULES if rule != DEFAULT_RULE}
 TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS
