@@ -10,6 +10,18 @@ A variant is written as ``+``-joined tokens, parsed here and nowhere else:
     area                  area attention block (plugin)
     se, cbam, gc, nonlocal  squeeze-excite, CBAM, global context, non-local blocks (plugins)
     0010+deformable       several mechanisms stacked in the same blocks
+    lightweight           lightweight convolution (translation only)
+
+A token may carry parameters, ``:name=value`` each (no quoting needed in bash or zsh):
+
+    0100:range=7                      E2 with keys within 7 positions (pixels) of the query
+    dynamic:kernel=7                  dynamic convolution with kernel size 7
+    1111:heads=4:kv_stride=1:stages=3-5
+    0010+deformable:groups=4
+
+:data:`PARAMETERS` lists them; each mechanism takes the ones its ``params`` name, and
+translation the ones of :data:`TRANSLATION_PARAMETERS`. A variant's name writes its parameters in
+that table's order, so ``Variant.parse(v.name) == v``.
 
 For vision backbones (mmdet / mmseg ResNets) a variant becomes the backbone overrides of the
 study's setting: attention plugins after conv2 of every block in conv4 and conv5, deformable
@@ -17,7 +29,9 @@ conv2 in conv3 to conv5.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .attention.factors import ALL_FACTORS, AttentionFactors
 
@@ -25,13 +39,55 @@ GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical 
                                "Mechanisms in Deep Networks, ICCV 2019")
 
 
+def _integer(low: int, odd: bool = False) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"\d+", text) or int(text) < low or (odd and int(text) % 2 == 0):
+            raise ValueError(f"expected {'an odd' if odd else 'an'} integer >= {low}")
+        return int(text)
+    return parse
+
+
+def _stages(text: str) -> tuple[int, int]:
+    """``'3-5'`` (conv3 to conv5) or ``'4'`` -> (first, last) ResNet stage, conv2 to conv5."""
+    match = re.fullmatch(r"([2-5])(?:-([2-5]))?", text)
+    if not match or int(match[2] or match[1]) < int(match[1]):
+        raise ValueError("expected stages 'A-B' or 'A' with 2 <= A <= B <= 5 (conv2 to conv5)")
+    return int(match[1]), int(match[2] or match[1])
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One ``:name=value`` of a token: what it means and how its value is read."""
+
+    meaning: str
+    parse: Callable[[str], object]
+
+    def text(self, value) -> str:
+        return "-".join(map(str, value)) if isinstance(value, tuple) and value[0] != value[1] else \
+            str(value[0] if isinstance(value, tuple) else value)
+
+
+PARAMETERS: dict[str, Parameter] = {
+    "range": Parameter("keys within this many positions (pixels on each axis) of the query", _integer(0)),
+    "kernel": Parameter("convolution kernel size", _integer(1, odd=True)),
+    "heads": Parameter("attention heads (kernels of a dynamic convolution)", _integer(1)),
+    "kv_stride": Parameter("stride of the keys and values (generalized attention)", _integer(1)),
+    "groups": Parameter("deformable groups (offset fields)", _integer(1)),
+    "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages),
+}
+#: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
+TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size"}
+
+
 @dataclass(frozen=True)
 class Mechanism:
     """How the vision benchmark places one mechanism token in a ResNet.
 
     ``placement`` is ``'plugin'`` (a block after conv2, built by mmcv's ``build_plugin_layer``),
-    ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``) or ``'head'`` (a
-    segmentation decode head, with a hand-written config per preset: see attnbench.config_files).
+    ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``), ``'head'`` (a
+    segmentation decode head, with a hand-written config per preset: see attnbench.config_files) or
+    ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
+    module argument each sets (``stages`` sets where the module goes).
     """
 
     type: str        # registered OpenMMLab type, scope attnbench
@@ -40,24 +96,40 @@ class Mechanism:
     paper: str
     placement: str = "plugin"
     kwargs: dict = field(default_factory=dict)
+    params: dict = field(default_factory=lambda: {"stages": None})
+
+
+#: The generalized attention, written as its factor string E1E2E3E4.
+GENERALIZED_ATTENTION = Mechanism(
+    "attnbench.GeneralizedAttention", "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
+    "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
+    {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None})
+_DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
 #: Every mechanism token but the generalized attention's factor strings.
 MECHANISMS: dict[str, Mechanism] = {
     "deformable": Mechanism(
         "attnbench.DCN", "dcn", "spatial attention (study)",
-        "Dai et al.: Deformable Convolutional Networks, ICCV 2017", "conv2", dict(deform_groups=1)),
+        "Dai et al.: Deformable Convolutional Networks, ICCV 2017", "conv2", dict(deform_groups=1),
+        _DEFORMABLE_PARAMS),
     "deformable_v2": Mechanism(
         "attnbench.DCNv2", "dcnv2", "spatial attention (study)",
-        "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1)),
+        "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1), _DEFORMABLE_PARAMS),
     "dynamic": Mechanism(
         "attnbench.DynamicConv2d", "dynconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019",
-        kwargs=dict(kernel_size=3, num_heads=8)),
+        kwargs=dict(kernel_size=3, num_heads=8),
+        params={"kernel": "kernel_size", "heads": "num_heads", "stages": None}),
+    "lightweight": Mechanism(
+        "attnbench.LightweightConv1d", "lightconv", "spatial attention (study)",
+        "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019", "sequence",
+        params={"kernel": "kernel_size"}),
     "area": Mechanism(
         "attnbench.AreaAttention2d", "area", "spatial attention (study)",
         "Li et al.: Area Attention, ICML 2019",
-        kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2)),
+        kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2),
+        params={"heads": "num_heads", "stages": None}),
     "se": Mechanism(
         "attnbench.SqueezeExcite", "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
         kwargs=dict(reduction=16)),
@@ -113,8 +185,10 @@ MECHANISMS: dict[str, Mechanism] = {
         kwargs=dict(mode="both", reduction=2, num_parts=4)),
     "ocr": Mechanism(
         "attnbench.OCRHead", "ocr", "category",
-        "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head"),
+        "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={}),
 }
+#: Tokens of translation's slots (``attnbench.models.transformer_nmt.MECHANISMS`` names them alike).
+TRANSLATION_MECHANISMS: tuple[str, ...] = ("dynamic", "lightweight", "area", "deformable")
 
 #: The vision rows of the study: baseline, the 15 factor sets, the other mechanisms, combinations.
 VISION_VARIANTS: tuple[str, ...] = (
@@ -134,60 +208,115 @@ def vision_rows(task: str) -> tuple[str, ...]:
                  if task == "seg" or v not in MECHANISMS or MECHANISMS[v].placement != "head")
 
 
+def mechanism_of(token: str) -> Mechanism:
+    """The table entry of a token without parameters: a factor string or a :data:`MECHANISMS` key."""
+    if token in MECHANISMS:
+        return MECHANISMS[token]
+    if len(token) == 4 and token.isdigit():
+        AttentionFactors.parse(token)  # raises for '0120' and for '0000' (the baseline, not a factor set)
+        return GENERALIZED_ATTENTION
+    raise ValueError(f"unknown token {token!r}; expected 'baseline', a factor string E1E2E3E4 such as '0110', "
+                     f"or one of {sorted(MECHANISMS)}")
+
+
+def _parse_token(text: str, spec: str) -> tuple[str, tuple]:
+    """``'0100:range=7'`` -> ``('0100', (('range', 7),))``, parameters in :data:`PARAMETERS` order."""
+    token, *assignments = text.strip().split(":")
+    mechanism = mechanism_of(token)
+    params = {}
+    for assignment in assignments:
+        name, _, value = assignment.partition("=")
+        if name not in PARAMETERS:
+            raise ValueError(f"variant {spec!r}: unknown parameter {name!r}; known: {list(PARAMETERS)}")
+        if name not in mechanism.params:
+            raise ValueError(f"variant {spec!r}: {token} takes {list(mechanism.params) or 'no parameters'}, "
+                             f"not {name!r}")
+        if name in params:
+            raise ValueError(f"variant {spec!r}: {token} sets {name!r} twice")
+        try:
+            params[name] = PARAMETERS[name].parse(value)
+        except ValueError as error:
+            raise ValueError(f"variant {spec!r}: {name}={value!r}: {error}") from None
+    return token, tuple((name, params[name]) for name in PARAMETERS if name in params)
+
+
 @dataclass(frozen=True)
 class Variant:
     """One benchmark row: optional generalized-attention factors, plugins, a conv2 replacement, or a
-    decode head (alone)."""
+    decode head (alone); ``params`` holds the parameters of the tokens that carry any,
+    ``((token, ((name, value), ...)), ...)``."""
 
     factors: str | None = None
     plugins: tuple[str, ...] = ()
     conv: str | None = None
     head: str | None = None
+    params: tuple = ()
 
     @classmethod
-    def parse(cls, spec: str) -> "Variant":
+    def parse(cls, spec: "str | Variant") -> "Variant":
+        if isinstance(spec, Variant):
+            return spec
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(f"variant must be a non-empty string, got {spec!r}")
         if spec.strip() == "baseline":
             return cls()
-        factors, plugins, conv = None, [], None
-        for token in (t.strip() for t in spec.split("+")):
-            mechanism = MECHANISMS.get(token)
-            if mechanism is not None and mechanism.placement == "plugin":
-                if token in plugins:
-                    raise ValueError(f"variant {spec!r} names {token!r} twice")
+        factors, plugins, conv, head, params = None, [], None, None, []
+        for token, token_params in (_parse_token(t, spec) for t in spec.split("+")):
+            placement = mechanism_of(token).placement
+            if token in ALL_FACTORS:
+                if factors is not None:
+                    raise ValueError(f"variant {spec!r} names two factor strings ({factors}, {token})")
+                factors = token
+            elif token in plugins or token in (conv, head):
+                raise ValueError(f"variant {spec!r} names {token!r} twice")
+            elif placement in ("plugin", "sequence"):
                 plugins.append(token)
-            elif mechanism is not None and mechanism.placement == "conv2":
+            elif placement == "conv2":
                 if conv is not None:
                     raise ValueError(f"variant {spec!r} names two conv2 replacements ({conv}, {token})")
                 conv = token
-            elif mechanism is not None and mechanism.placement == "head":
-                if spec.strip() != token:
-                    raise ValueError(f"variant {spec!r}: {token!r} replaces the decode head and is run alone")
-                return cls(head=token)
-            elif len(token) == 4 and set(token) <= {"0", "1"}:
-                if factors is not None:
-                    raise ValueError(f"variant {spec!r} names two factor strings ({factors}, {token})")
-                factors = str(AttentionFactors.parse(token))
             else:
-                raise ValueError(
-                    f"unknown token {token!r} in variant {spec!r}; expected 'baseline', a factor string "
-                    f"E1E2E3E4 such as '0110', or one of {sorted(MECHANISMS)}")
-        return cls(factors, tuple(plugins), conv)
+                head = token
+            if token_params:
+                params.append((token, token_params))
+        if head and (factors or plugins or conv):
+            raise ValueError(f"variant {spec!r}: {head!r} replaces the decode head and is run alone")
+        tokens, params = (factors, *plugins, conv, head), dict(params)
+        return cls(factors, tuple(plugins), conv, head, tuple((t, params[t]) for t in tokens if t in params))
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        """The mechanism tokens, without parameters, in canonical order."""
+        return tuple(t for t in (self.factors, *self.plugins, self.conv, self.head) if t)
+
+    def token_spec(self, token: str) -> str:
+        """One token with its parameters, e.g. ``'0100:range=7'``."""
+        return self._written(token, token, ":", "=")
+
+    def params_of(self, token: str) -> dict:
+        """The parameters ``token`` carries in this variant, ``{name: value}``."""
+        return dict(dict(self.params).get(token, ()))
+
+    def _written(self, token: str, head: str, separator: str, assign: str) -> str:
+        return head + "".join(f"{separator}{name}{assign}{PARAMETERS[name].text(value)}"
+                              for name, value in self.params_of(token).items())
 
     @property
     def name(self) -> str:
-        """Canonical spec string, e.g. ``'0010+deformable'``."""
-        tokens = ([self.factors] if self.factors else []) + list(self.plugins) + ([self.conv] if self.conv else [])
-        return "+".join(tokens) or self.head or "baseline"
+        """Canonical spec string, e.g. ``'0010+deformable'``, ``'0100:range=7'``."""
+        return "+".join(map(self.token_spec, self.tokens)) or "baseline"
 
     @property
     def slug(self) -> str:
-        """File-name part, e.g. ``'attn0010-dcn'``; empty for the baseline."""
-        tokens = ([f"attn{self.factors}"] if self.factors else []) + [MECHANISMS[p].slug for p in self.plugins]
-        tokens += [MECHANISMS[t].slug for t in (self.conv, self.head) if t]
-        return "-".join(tokens)
+        """File-name part, e.g. ``'attn0010-dcn'``, ``'attn0100-range7'``; empty for the baseline."""
+        return "-".join(self._written(t, f"attn{t}" if t == self.factors else mechanism_of(t).slug, "-", "")
+                        for t in self.tokens)
 
+    @property
+    def parameter_text(self) -> str:
+        """The parameters alone, e.g. ``'0100:range=7'`` -> ``'range=7'``; empty without any."""
+        return " ".join(f"{name}={PARAMETERS[name].text(value)}"
+                        for _, token_params in self.params for name, value in token_params)
     #: The backbone keys a variant sets (:meth:`backbone_overrides`); without them a backbone is the baseline's.
     BACKBONE_KEYS = ("plugins", "dcn", "stage_with_dcn")
 
@@ -198,22 +327,51 @@ class Variant:
         num_heads: int = 8,
         kv_stride: int = 2,
     ) -> dict:
-        """``model.backbone`` keys for an mmdet/mmseg ResNet with Bottleneck blocks."""
-        plugin_cfgs = []
-        if self.factors:
-            plugin_cfgs.append(dict(type="attnbench.GeneralizedAttention", spatial_range=-1, num_heads=num_heads,
-                                    attention_type=self.factors, kv_stride=kv_stride))
-        for token in self.plugins:
-            mechanism = MECHANISMS[token]
-            # ``num_heads`` overrides only the modules that have heads (their defaults name it).
-            heads = {"num_heads": num_heads} if "num_heads" in mechanism.kwargs else {}
-            plugin_cfgs.append(dict(type=mechanism.type, **(mechanism.kwargs | heads)))
+        """``model.backbone`` keys for an mmdet/mmseg ResNet with Bottleneck blocks; a token's
+        parameters override the defaults given here."""
         overrides: dict = {}
-        if plugin_cfgs:
-            overrides["plugins"] = [dict(cfg=cfg, stages=attention_stages, position="after_conv2")
-                                    for cfg in plugin_cfgs]
-        if self.conv:
-            overrides["dcn"] = dict(type=MECHANISMS[self.conv].type, **MECHANISMS[self.conv].kwargs,
-                                    fallback_on_stride=False)
-            overrides["stage_with_dcn"] = conv_stages
+        for token in self.tokens:
+            mechanism, params = mechanism_of(token), self.params_of(token)
+            if mechanism.placement not in ("plugin", "conv2"):
+                if mechanism.placement == "sequence":
+                    raise ValueError(f"{token!r} is a translation mechanism; it has no place in a ResNet")
+                continue  # a decode head: its own config file
+            kwargs = dict(mechanism.kwargs)
+            if token == self.factors:
+                kwargs.update(attention_type=token, kv_stride=kv_stride)
+            if "num_heads" in kwargs:  # modules with heads (their defaults name it)
+                kwargs["num_heads"] = num_heads
+            kwargs.update({mechanism.params[n]: value for n, value in params.items() if n != "stages"})
+            default_stages = attention_stages if mechanism.placement == "plugin" else conv_stages
+            stages = _stage_mask(*params["stages"]) if "stages" in params else default_stages
+            if mechanism.placement == "plugin":
+                overrides.setdefault("plugins", []).append(
+                    dict(cfg=dict(type=mechanism.type, **kwargs), stages=stages, position="after_conv2"))
+            else:
+                overrides["dcn"] = dict(type=mechanism.type, **kwargs, fallback_on_stride=False)
+                overrides["stage_with_dcn"] = stages
         return overrides
+
+    def translation_config(self) -> dict | None:
+        """The slot config of ``attnbench.models.transformer_nmt`` (``dict(type=..., **options)``),
+        None for the baseline; raises ``ValueError`` for what translation cannot run."""
+        if not self.tokens:
+            return None
+        if len(self.tokens) > 1 or (self.factors is None and self.tokens[0] not in TRANSLATION_MECHANISMS):
+            raise ValueError(f"unknown nmt variant {self.name!r}; expected 'baseline', a factor string such as "
+                             f"'0110', or one of {list(TRANSLATION_MECHANISMS)} (no combinations)")
+        (token,) = self.tokens
+        options = {}
+        for name, value in self.params_of(token).items():
+            if name not in TRANSLATION_PARAMETERS:
+                raise ValueError(f"nmt variant {self.name!r}: {name!r} applies to vision tasks only; "
+                                 f"translation takes {list(TRANSLATION_PARAMETERS)}")
+            options[TRANSLATION_PARAMETERS[name]] = value
+        if token == self.factors:
+            return dict(type="generalized", attention_type=token, **options)
+        return dict(type=token, **options)
+
+
+def _stage_mask(first: int, last: int) -> tuple[bool, ...]:
+    """ResNet stages conv2..conv5 that carry a module, from the first to the last."""
+    return tuple(first <= stage <= last for stage in range(2, 6))

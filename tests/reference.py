@@ -99,6 +99,9 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
     if causal:
         future = torch.arange(s)[None, :] > torch.arange(t)[:, None] + query_offset
         logits = logits.masked_fill(future, float("-inf"))
+    if m.window >= 0:
+        outside = (torch.arange(s)[None, :] - torch.arange(t)[:, None] - query_offset).abs() > m.window
+        logits = logits.masked_fill(outside, float("-inf"))
     if key_padding_mask is not None:
         logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
     out = (logits.softmax(-1) @ v).transpose(1, 2).reshape(b, t, heads * d)

@@ -3,6 +3,7 @@
     python tools/flops_table.py                          # det, seg and nmt -> results/flops-full/
     python tools/flops_table.py --tasks det --out /tmp/flops
     python tools/flops_table.py --tasks det,seg --variants 0010,0010+deformable   # some rows (and the baseline)
+    python tools/flops_table.py --tasks nmt --variants 0100:range=7,dynamic:kernel=7  # rows with parameters
 
 Faster R-CNN R-50-FPN at 800x1333, DeepLabV3 R-50-D8 at 512x1024, Transformer-base on 50-token
 sentences (source and target); every mechanism of the vision benchmark (survey rows included) and,
@@ -13,6 +14,7 @@ their analytic counts. Writes flops.csv and flops.md (with the published accurac
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -20,20 +22,23 @@ import pandas as pd
 
 def plan(tasks: list[str], only: list[str]):
     from attnbench.sweep.plan import build_plan, parse_factors
-    from attnbench.sweep.tasks import TASKS
-    from attnbench.variants import vision_rows
+    from attnbench.variants import TRANSLATION_MECHANISMS, Variant, vision_rows
+
+    def row(variant: str) -> str:  # the benchmark row a variant sets parameters of
+        return replace(Variant.parse(variant), params=()).name
 
     runs, known = [], set()
     for task in tasks:
         if task == "nmt":
-            variants = [*parse_factors("all"), *TASKS[task].modules]
+            variants = [*parse_factors("all"), *TRANSLATION_MECHANISMS]
         elif task in ("det", "seg"):
             variants = [v for v in vision_rows(task) if v != "baseline"]
         else:
             raise ValueError(f"unknown task {task!r}; choose from det, seg, nmt")
         known.update(variants)
-        runs += build_plan([task], [], [v for v in variants if not only or v in only], seeds=1, preset="full")
-    unknown = [v for v in only if v not in known]
+        chosen = [v for v in only if row(v) in variants] if only else variants
+        runs += build_plan([task], [], chosen, seeds=1, preset="full")
+    unknown = [v for v in only if row(v) not in known]
     if unknown:
         raise ValueError(f"--variants {unknown} are not rows of {tasks} (see tools/list_modules.py)")
     return runs

@@ -6,6 +6,7 @@ Examples:
     python tools/sweep.py --factors all --modules deformable,dynamic,area,0010+deformable
     python tools/sweep.py --tasks nmt --slot enc-dec --factors 1111,1000,0111,0010
     python tools/sweep.py --tasks det-near-far,seg-near-far --factors 1111,0010 --seeds 5  # a diagnostic rule
+    python tools/sweep.py --tasks nmt --slot enc-self --modules dynamic:kernel=7,0100:range=7 --seeds 3
     python tools/sweep.py --factors all --dry-run         # the plan, configs and FLOPs; no training
     python tools/sweep.py --factors 0110 --preset smoke   # a few iterations per run: checks the set-up
     python tools/sweep.py --list                          # every mechanism token, its family, paper, MACs
@@ -30,7 +31,8 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--factors", default="", help="comma-separated factor strings E1E2E3E4, or 'all' (15)")
     p.add_argument("--modules", default="", help="other mechanisms (see --list): deformable, dynamic, area, se, "
-                   "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable")
+                   "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable; "
+                   "any variant with parameters, e.g. 0100:range=7,dynamic:kernel=7 (docs/sweep.md#variants)")
     p.add_argument("--tasks", default="det,seg",
                    help="comma-separated: det, seg, nmt, or a diagnostic task det-RULE, seg-RULE with RULE "
                         "marker, same-different or near-far (docs/diagnostics.md) (default: det,seg)")

@@ -15,8 +15,12 @@ from ``memory`` (encoder-decoder attention). E1 alone is standard multi-head att
 through ``scaled_dot_product_attention``; otherwise the position logits are computed once per
 distinct offset (``T + S - 1`` of them) and gathered into the ``T x S`` logit matrix.
 
-Masks: ``causal`` hides keys with ``j > t_i``; ``key_padding_mask`` (True = padding) hides padded
-keys. A query whose keys are all hidden gets NaN, as in ``torch.nn.MultiheadAttention``.
+Masks: ``causal`` hides keys with ``j > t_i``; ``window = r >= 0`` hides keys with ``|j - t_i| > r``
+(the study's Figure 4 restricts E2 to a dynamic convolution's kernel this way; a causal window keeps
+``t_i - r <= j <= t_i``); ``key_padding_mask`` (True = padding) hides padded keys. A query whose keys
+are all hidden gets NaN, as in ``torch.nn.MultiheadAttention`` (zeros with E1 alone, the convention of
+``scaled_dot_product_attention``). The window masks the ``T x S``
+logits: it costs what the unrestricted attention costs.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class GeneralizedAttention1d(nn.Module):
         position_dim: size of the sinusoidal offset embedding (default ``embed_dim``).
         dropout: dropout on the attention weights during training.
         wave_length: longest wave length of the sinusoidal embedding.
+        window: keep only keys within this many positions of the query (-1: all).
     """
 
     def __init__(
@@ -49,10 +54,13 @@ class GeneralizedAttention1d(nn.Module):
         position_dim: int | None = None,
         dropout: float = 0.0,
         wave_length: float = 10000.0,
+        window: int = -1,
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
         check_multiple("embed_dim", embed_dim, "num_heads", num_heads)
+        if not isinstance(window, int) or window < -1:
+            raise ValueError(f"window must be -1 (all keys) or an integer >= 0, got {window!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
@@ -61,6 +69,7 @@ class GeneralizedAttention1d(nn.Module):
         self.position_dim = position_dim or embed_dim
         self.dropout = dropout
         self.wave_length = wave_length
+        self.window = window
         f = self.factors
         if f.needs_query:
             self.q_proj = nn.Linear(embed_dim, embed_dim)
@@ -92,7 +101,8 @@ class GeneralizedAttention1d(nn.Module):
         return str(self.factors)
 
     def extra_repr(self) -> str:
-        return f"{self.embed_dim}, num_heads={self.num_heads}, attention_type='{self.factors}'"
+        window = f", window={self.window}" if self.window >= 0 else ""
+        return f"{self.embed_dim}, num_heads={self.num_heads}, attention_type='{self.factors}'{window}"
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape  # (B, T, C) -> (B, heads, T, d)
@@ -115,9 +125,13 @@ class GeneralizedAttention1d(nn.Module):
     def _hidden_keys(self, batch, num_q, num_kv, query_offset, causal, key_padding_mask, device):
         """Bool mask (B or 1, 1, T, S), True where a key is hidden; None when nothing is."""
         hidden = None
-        if causal:
-            t = torch.arange(num_q, device=device)[:, None] + query_offset
-            hidden = (torch.arange(num_kv, device=device)[None, :] > t)[None, None]
+        if causal or self.window >= 0:
+            offset = (torch.arange(num_kv, device=device)[None, :]
+                      - torch.arange(num_q, device=device)[:, None] - query_offset)  # j - t_i
+            hidden = (offset > 0) if causal else torch.zeros_like(offset, dtype=torch.bool)
+            if self.window >= 0:
+                hidden = hidden | (offset.abs() > self.window)
+            hidden = hidden[None, None]
         if key_padding_mask is not None:
             pad = key_padding_mask[:, None, None, :]
             hidden = pad if hidden is None else hidden | pad

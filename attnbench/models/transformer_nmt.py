@@ -17,7 +17,7 @@ pre-norm: ``x = x + Dropout(F(LN(x)))`` and a final LN):
 The three slots are configured independently, ``dict(type=<mechanism>, **options)``, from
 :data:`MECHANISMS` (a name -> builder table): ``standard`` (multi-head attention through
 ``scaled_dot_product_attention``: :class:`GeneralizedAttention1d` with E1 only), ``generalized``
-(any factor string), ``area``, and for the self-attention slots ``lightweight``, ``dynamic`` (in
+(any factor string; ``window`` restricts its keys), ``area``, and for the self-attention slots ``lightweight``, ``dynamic`` (in
 the GLU block of Wu et al. 2019) and ``deformable``. Every mechanism is built causal in the decoder.
 
 Training: teacher forcing with label-smoothed cross entropy over the non-padding target tokens.
@@ -132,8 +132,9 @@ def _standard(embed_dim: int, num_heads: int, causal: bool, dropout: float) -> G
 
 
 def _generalized(embed_dim: int, num_heads: int, causal: bool, dropout: float,
-                 attention_type: str = "1111") -> GeneralizedSlot:
-    return GeneralizedSlot(GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout), causal)
+                 attention_type: str = "1111", window: int = -1) -> GeneralizedSlot:
+    attention = GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout, window=window)
+    return GeneralizedSlot(attention, causal)
 
 
 def _area(embed_dim: int, num_heads: int, causal: bool, dropout: float, max_area_width: int = 3,

@@ -47,7 +47,7 @@ def mechanism_table(shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> pd.Da
     """One row per mechanism token (the 15 factor strings included): where it goes, its family and
     paper, its parameters and its analytic multiply-adds on an input of ``shape``."""
     rows = []
-    for token in (*ALL_FACTORS, *MECHANISMS):
+    for token in (*ALL_FACTORS, *(t for t, m in MECHANISMS.items() if m.placement != "sequence")):
         mechanism = MECHANISMS.get(token)
         params, macs = _params_and_macs(token, shape)
         rows.append(dict(

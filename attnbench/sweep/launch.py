@@ -153,7 +153,7 @@ class SweepRunner:
 
     def _record(self, run: Run, result: dict, started: str) -> dict:
         row = dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
-                   factors=run.factors, modules=run.modules, seed=run.seed, config=repository_path(run.config),
+                   factors=run.factors, modules=run.modules, params=run.params, seed=run.seed, config=repository_path(run.config),
                    config_hash=run.config_hash, attnbench_version=attnbench.__version__,
                    git_commit=self.commit, started_at=started, finished_at=_now()) | result
         self.store.record(row)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from attnbench.attention.factors import ALL_FACTORS
+from attnbench.variants import Variant
 
 from .tasks import PRESETS, TASKS
 
@@ -41,30 +42,42 @@ class Run:
         return self.cfg_options.get("cpu_threads", self._resolved_config.get("cpu_threads"))
 
     @cached_property
+    def parsed(self) -> Variant:
+        return Variant.parse(self.variant)
+
+    @cached_property
     def run_id(self) -> str:
-        parts = [self.task, self.preset, self.slot, self.variant.replace("+", "-"), f"seed{self.seed}"]
+        variant = self.variant.replace("+", "-").replace(":", "-").replace("=", "")
+        parts = [self.task, self.preset, self.slot, variant, f"seed{self.seed}"]
         return "_".join(p for p in parts if p) + f"_{self.config_hash}"
 
     @property
     def factors(self) -> str | None:
-        head = self.variant.split("+")[0]
-        return head if head in ALL_FACTORS else None
+        return self.parsed.factors
 
     @property
     def modules(self) -> str:
-        return "+".join(t for t in self.variant.split("+") if t not in ALL_FACTORS and t != "baseline")
+        """The mechanisms other than the generalized attention, ``+``-joined, without parameters."""
+        return "+".join(t for t in self.parsed.tokens if t != self.parsed.factors)
+
+    @property
+    def params(self) -> str:
+        return self.parsed.parameter_text
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"run_id": self.run_id}
+        return asdict(self) | {"run_id": self.run_id, "params": self.params}
 
 
 def parse_factors(spec: str) -> list[str]:
-    """``'0110,0010'`` or ``'all'`` -> factor strings (validated)."""
-    from attnbench.attention.factors import AttentionFactors
-
+    """``'0110,0010:range=7'`` or ``'all'`` -> factor strings, with their parameters (validated)."""
     if spec.strip() == "all":
         return list(ALL_FACTORS)
-    return [str(AttentionFactors.parse(s.strip())) for s in spec.split(",") if s.strip()]
+    variants = [Variant.parse(s.strip()) for s in spec.split(",") if s.strip()]
+    others = [v.name for v in variants if v.factors is None or len(v.tokens) > 1]
+    if others:
+        raise ValueError(f"--factors takes factor strings E1E2E3E4 (parameters allowed, e.g. 0100:range=7); "
+                         f"{others} go in --modules")
+    return [v.name for v in variants]
 
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int, preset: str,

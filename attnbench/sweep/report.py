@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.variants import SURVEY_VARIANTS
+from attnbench.variants import SURVEY_VARIANTS, Variant
 
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
 #: of mmdet's model zoo (Faster R-CNN R-50-FPN 1x: configs/faster_rcnn, empirical_attention, dcn) and
@@ -437,14 +437,15 @@ ROW_KINDS = {
 
 
 def row_kind(variant: str) -> str:
-    """Which of :data:`ROW_KINDS` a variant is."""
-    if variant == "baseline":
+    """Which of :data:`ROW_KINDS` a variant is (parameters aside)."""
+    tokens = Variant.parse(variant).tokens
+    if not tokens:
         return "baseline"
-    if "+" in variant:
+    if len(tokens) > 1:
         return "combination"
-    if variant in ALL_FACTORS:
+    if tokens[0] in ALL_FACTORS:
         return "factors"
-    return "survey" if variant in SURVEY_VARIANTS else "study"
+    return "survey" if tokens[0] in SURVEY_VARIANTS else "study"
 
 
 def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

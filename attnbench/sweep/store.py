@@ -18,8 +18,10 @@ from filelock import FileLock
 #: are the run's protocol: runs at one seed are comparable (paired) only when they share it.
 #: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
+#: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
+#: its tokens' parameters (``range=7``; attnbench.variants).
 COLUMNS = (
-    "run_id", "task", "preset", "slot", "variant", "factors", "modules", "seed",
+    "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_seconds", "peak_memory_mb",
     "threads", "device", "torch_version", "mmcv_version", "status", "error",
@@ -66,7 +68,7 @@ class ResultsStore:
         if not text.strip():
             raise ResultsStoreError(f"{self.path} is empty: not a results store (delete it, or choose another --results)")
         try:
-            df = pd.read_csv(self.path, dtype={"factors": str, "slot": str, "modules": str})
+            df = pd.read_csv(self.path, dtype={"factors": str, "slot": str, "modules": str, "params": str})
         except (pd.errors.ParserError, UnicodeDecodeError) as e:
             raise ResultsStoreError(f"{self.path} is not a readable CSV ({str(e).splitlines()[0]}): "
                                     "not a results store, or a damaged one") from None

@@ -51,25 +51,42 @@ class VisionTask:
     rule: str | None = None
 
     def validate_variant(self, variant: str) -> str:
+        """The canonical name of ``variant``; raises ``ValueError`` for what this task cannot run,
+        its modules built once (at conv4's width of the full-scale ResNet) to check their arguments."""
+        from .catalog import build_mechanism
+
         parsed = Variant.parse(variant)
         vision_config_path(self.kind, "mini", parsed)  # a head variant the task has no config for raises
         if self.rule and parsed.head:
             raise ValueError(f"task {self.name} varies the backbone only; {parsed.name!r} replaces the decode head")
+        for token in parsed.tokens:
+            try:
+                build_mechanism(parsed.token_spec(token), 256)
+            except (ValueError, TypeError, AssertionError) as error:
+                raise ValueError(f"variant {parsed.name!r} on {self.name}: {error}") from None
         return parsed.name
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
         return [None]
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
-        """Config path and ``--cfg-options`` overrides of one run."""
+        """Config path and ``--cfg-options`` overrides of one run.
+
+        Variants with parameters, and every variant of a diagnostic task, train the base config with
+        the variant's backbone keys as overrides; the study's rows have a generated file each.
+        """
         options = preset_overrides(self, preset)
+        parsed = Variant.parse(variant)
+        if self.rule is None and not parsed.params:
+            return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
         if self.rule is None:
-            return str(vision_config_path(self.kind, config_preset(preset), variant)), options
-        if config_preset(preset) != "mini":
+            base = vision_config_path(self.kind, config_preset(preset), Variant())
+        elif config_preset(preset) != "mini":
             raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
-        backbone = Variant.parse(variant).backbone_overrides()
-        return str(diagnostic_config_path(self.kind, self.rule)), options | {
-            f"model.backbone.{key}": value for key, value in backbone.items()}
+        else:
+            base = diagnostic_config_path(self.kind, self.rule)
+        return str(base), options | {f"model.backbone.{key}": value
+                                     for key, value in parsed.backbone_overrides().items()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from .flops import count_model
@@ -130,23 +147,11 @@ class TranslationTask:
     slot_keys: dict = field(default_factory=lambda: {
         "enc-self": "encoder_self_attention", "dec-self": "decoder_self_attention",
         "enc-dec": "cross_attention"})
-    modules: tuple = ("dynamic", "lightweight", "area", "deformable")
-
-    def _mechanism(self, variant: str) -> dict:
-        if variant in self.modules:
-            return dict(type=variant)
-        return dict(type="generalized", attention_type=variant)
 
     def validate_variant(self, variant: str) -> str:
-        from attnbench.attention.factors import AttentionFactors
-
-        if variant == "baseline" or variant in self.modules:
-            return variant
-        try:
-            return str(AttentionFactors.parse(variant))
-        except ValueError:
-            raise ValueError(f"unknown nmt variant {variant!r}; expected 'baseline', a factor string such as "
-                             f"'0110', or one of {list(self.modules)} (no combinations)") from None
+        parsed = Variant.parse(variant)
+        parsed.translation_config()  # raises for what translation cannot run
+        return parsed.name
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
         """The baseline (standard attention everywhere) is one run; other variants run per slot."""
@@ -156,7 +161,7 @@ class TranslationTask:
             return [None]
         wanted = [slot] if slot else list(self.slot_keys)
         model_slot = {"enc-self": "encoder", "dec-self": "decoder", "enc-dec": "cross"}
-        allowed = MECHANISMS[self._mechanism(variant)["type"]].slots
+        allowed = MECHANISMS[Variant.parse(variant).translation_config()["type"]].slots
         bad = [s for s in wanted if model_slot[s] not in allowed]
         if slot and bad:
             raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
@@ -169,7 +174,7 @@ class TranslationTask:
         options = preset_overrides(self, preset)
         if variant == "baseline":
             return path, options
-        return path, options | {f"model.{self.slot_keys[slot]}": self._mechanism(variant)}
+        return path, options | {f"model.{self.slot_keys[slot]}": Variant.parse(variant).translation_config()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from .flops import count_model

@@ -1,0 +1,77 @@
+"""The variant grammar: one parser, round trips, clear errors, parameters reaching the modules."""
+import re
+from pathlib import Path
+
+import pytest
+
+from attnbench.variants import PARAMETERS, Variant, vision_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WITH_PARAMETERS = [
+    "0100:range=7", "dynamic:kernel=7", "1111:heads=4:kv_stride=1:stages=3-5", "0010+deformable:groups=4",
+    "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4"]
+
+
+@pytest.mark.parametrize("spec", [*vision_rows("seg"), *WITH_PARAMETERS])
+def test_round_trip(spec):
+    variant = Variant.parse(spec)
+    assert Variant.parse(variant.name) == variant
+    assert Variant.parse(variant.name).name == variant.name
+
+
+def test_canonical_order_of_tokens_and_parameters():
+    assert Variant.parse("deformable+0010").name == "0010+deformable"
+    assert Variant.parse("1111:stages=3-5:heads=4").name == "1111:heads=4:stages=3-5"
+    assert Variant.parse("1111:stages=4-4").name == "1111:stages=4"
+    assert Variant.parse("0100:range=7").slug == "attn0100-range7"
+    assert Variant.parse("0100:range=7").parameter_text == "range=7"
+    assert Variant.parse("0100:range=7") != Variant.parse("0100")
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("0100:rang=7", "unknown parameter 'rang'"), ("0100:range=-1", "integer >= 0"),
+    ("0100:range=7.5", "integer"), ("dynamic:kernel=4", "odd integer"), ("se:kernel=3", "se takes"),
+    ("0100:range=7:range=3", "twice"), ("1111:stages=5-3", "stages"), ("1111:stages=1-3", "stages"),
+    ("ocr+0010", "run alone"), ("0100:range", "integer"), ("0120:range=3", "four characters of 0/1"), ("spatial:range=3", "unknown token"),
+    ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings")])
+def test_errors(spec, match):
+    with pytest.raises(ValueError, match=match):
+        Variant.parse(spec)
+
+
+def test_parameters_reach_the_backbone():
+    (attention,) = Variant.parse("1111:heads=4:kv_stride=1:range=3:stages=3-5").backbone_overrides()["plugins"]
+    assert attention["cfg"] == dict(type="attnbench.GeneralizedAttention", spatial_range=3, num_heads=4,
+                                    attention_type="1111", kv_stride=1)
+    assert attention["stages"] == (False, True, True, True)
+    overrides = Variant.parse("0010+deformable:groups=4:stages=5").backbone_overrides()
+    assert overrides["dcn"]["deform_groups"] == 4 and overrides["stage_with_dcn"] == (False, False, False, True)
+    assert overrides["plugins"][0]["stages"] == (False, False, True, True)  # the default: conv4-conv5
+    (dynamic,) = Variant.parse("dynamic:kernel=5").backbone_overrides()["plugins"]
+    assert dynamic["cfg"]["kernel_size"] == 5
+
+
+def test_parameters_reach_the_translation_slot():
+    assert Variant.parse("0100:range=7").translation_config() == dict(
+        type="generalized", attention_type="0100", window=7)
+    assert Variant.parse("dynamic:kernel=15").translation_config() == dict(type="dynamic", kernel_size=15)
+    with pytest.raises(ValueError, match="vision tasks only"):
+        Variant.parse("1111:heads=4").translation_config()
+    with pytest.raises(ValueError, match="no combinations"):
+        Variant.parse("0010+deformable").translation_config()
+    with pytest.raises(ValueError, match="translation mechanism"):
+        Variant.parse("lightweight").backbone_overrides()
+
+
+def test_every_parameter_is_documented():
+    text = (ROOT / "docs" / "sweep.md").read_text()
+    assert all(f"`{name}`" in text for name in PARAMETERS)
+
+
+def test_variant_strings_are_split_in_one_place():
+    """attnbench/variants.py parses variant strings; nothing else splits them on '+' or ':'."""
+    splitting = re.compile(r"""\.(?:r?split|partition)\(\s*["'][+:]["']""")
+    offenders = [str(path.relative_to(ROOT)) for folder in ("attnbench", "tools") for path in (ROOT / folder).rglob("*.py")
+                 if path.name != "variants.py" and splitting.search(path.read_text())]
+    assert offenders == []
