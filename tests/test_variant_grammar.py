@@ -75,3 +75,37 @@ def test_variant_strings_are_split_in_one_place():
     offenders = [str(path.relative_to(ROOT)) for folder in ("attnbench", "tools") for path in (ROOT / folder).rglob("*.py")
                  if path.name != "variants.py" and splitting.search(path.read_text())]
     assert offenders == []
+
+
+def test_window_sizes_and_the_figure4_plot(tmp_path):
+    import pandas as pd
+
+    from attnbench.sweep.report import plot_windows, window_size
+
+    assert window_size("dynamic:kernel=7", "enc-self") == 7
+    assert window_size("0100:range=3", "enc-self") == 7 and window_size("0100:range=6", "dec-self") == 7
+    assert window_size("0100:range=2", None) == 5  # images: keys within 2 pixels on each axis
+    assert window_size("0100", "enc-self") is None and window_size("0100:range=1+se", None) is None
+    variants = ["baseline", "0100", "dynamic:kernel=3", "0100:range=1", "dynamic:kernel=7", "0100:range=3"]
+    rows = [dict(task="nmt", preset="mini", slot=None if v == "baseline" else "enc-self", variant=v, seed=seed,
+                 metric="translation/BLEU", value=float(i + seed), status="ok", macs_model=1.0 + i,
+                 macs_modules=float(i), params_model=1.0) for i, v in enumerate(variants) for seed in (0, 1)]
+    paths = plot_windows(pd.DataFrame(rows), tmp_path / "windows")
+    assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+    with pytest.raises(ValueError, match="no rows with a window"):
+        plot_windows(pd.DataFrame(rows[:4]), tmp_path / "none")
+
+
+def test_generated_configs_spell_the_parameters():
+    from mmengine.config import Config
+
+    from attnbench.config_files import generated_vision_configs
+
+    configs = generated_vision_configs(("0100:range=3",))
+    assert sorted(p.name for p in configs) == [
+        "deeplabv3_r50-d8-attn0100-range3_4xb2-80k_cityscapes-512x1024.py",
+        "deeplabv3_r50w8-d8-attn0100-range3_mini-shapes-128x128.py",
+        "faster-rcnn_r50-attn0100-range3_fpn_1x_coco.py", "faster-rcnn_r50w8-attn0100-range3_fpn_mini-shapes.py"]
+    text = next(t for p, t in configs.items() if p.name.startswith("faster-rcnn_r50w8"))
+    cfg = Config.fromstring(text.replace("./", str(ROOT / "configs" / "detection") + "/"), ".py")
+    assert cfg.model.backbone.plugins[0]["cfg"]["spatial_range"] == 3

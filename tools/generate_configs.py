@@ -2,6 +2,7 @@
 
     python tools/generate_configs.py          # (re)write them
     python tools/generate_configs.py --check  # exit 1 if any file is missing or out of date
+    python tools/generate_configs.py --variants 0100:range=3,1111:stages=3-5   # configs of rows with parameters
 """
 import argparse
 import sys
@@ -12,9 +13,15 @@ from attnbench.config_files import CONFIG_ROOT, generated_vision_configs
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="only check that the files are up to date")
+    p.add_argument("--variants", help="comma-separated variants to write instead of the benchmark's rows, with "
+                   "parameters if any (docs/sweep.md#variants-and-their-parameters)")
     args = p.parse_args()
+    try:
+        configs = generated_vision_configs(*([tuple(args.variants.split(","))] if args.variants else []))
+    except ValueError as error:
+        sys.exit(f"generate_configs.py: error: {error}")
     stale = []
-    for path, text in generated_vision_configs().items():
+    for path, text in configs.items():
         if path.exists() and path.read_text() == text:
             continue
         stale.append(path)

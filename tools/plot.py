@@ -1,12 +1,13 @@
 """Accuracy-versus-FLOPs trade-off plots from a results store (PNG and SVG).
 
     python tools/plot.py [--results results/sweep] [--out results/sweep/tradeoff] [--no-published]
+    python tools/plot.py --results results/figure4 --windows   # accuracy and cost against the window size
 """
 import argparse
 import sys
 from pathlib import Path
 
-from attnbench.sweep.report import plot_tradeoffs
+from attnbench.sweep.report import plot_tradeoffs, plot_windows
 from attnbench.sweep.store import read_store_or_exit
 
 
@@ -15,11 +16,21 @@ def main() -> None:
     p.add_argument("--results", default="results/sweep")
     p.add_argument("--out", help="output path without extension (default: RESULTS/tradeoff)")
     p.add_argument("--no-published", action="store_true", help="omit published reference points")
+    p.add_argument("--windows", action="store_true", help="the study's Figure 4 instead: each windowed mechanism's "
+                   "metric and attention GMACs against its window size (rows with kernel= or range=; default "
+                   "output RESULTS/windows)")
     args = p.parse_args()
     results = read_store_or_exit(args.results, "plot.py")
     if not (results["status"] == "ok").any():
         sys.exit(f"plot.py: error: no successful runs to plot in {args.results} ({len(results)} rows, none 'ok')")
-    for path in plot_tradeoffs(results, args.out or Path(args.results) / "tradeoff", not args.no_published):
+    if args.windows:
+        try:
+            paths = plot_windows(results, args.out or Path(args.results) / "windows")
+        except ValueError as error:
+            sys.exit(f"plot.py: error: {error} in {args.results}")
+    else:
+        paths = plot_tradeoffs(results, args.out or Path(args.results) / "tradeoff", not args.no_published)
+    for path in paths:
         print(path)
 
 

@@ -2,7 +2,7 @@
 # The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
 # table and the full-scale FLOPs table, all under results/mini-study/ (and results/flops-full/).
 #
-#   bash tools/study.sh                 # every part, in order: det seg nmt flops report
+#   bash tools/study.sh                 # every part, in order: det seg nmt fig4-nmt fig4-det flops report
 #   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
 #   SEEDS=5 JOBS=2 RESULTS=results/mini-study bash tools/study.sh det
 #   ROWS=1111,0010+deformable bash tools/study.sh det   # only these rows (and the baseline)
@@ -13,6 +13,11 @@
 #   seg     segmentation (mmseg DeepLabV3, mini-shapes): the same rows, plus the OCR decode head
 #   nmt     translation (mini corpus): baseline, the 15 factor sets, dynamic, lightweight, area and
 #           deformable in each attention slot (encoder self, decoder self, encoder-decoder)
+#   fig4-nmt  the study's Figure 4 on translation: dynamic convolution with kernels 3, 7, 15 against E2
+#           restricted to the same keys (0100:range=1,3,7 in the encoder, range=2,6,14 in the causal
+#           decoder) and unrestricted E2, in the encoder and decoder self-attention slots
+#   fig4-det  the same on detection: kernels 3, 5, 7 against 0100:range=1,2,3 (keys within r input
+#           pixels on each axis: a (2r+1) x (2r+1) window) and unrestricted 0100
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -37,8 +42,7 @@ ROWS=${ROWS:-}
 module_rows() {
     "$PYTHON" -c "from attnbench.attention.factors import ALL_FACTORS
 if '$1' == 'nmt':
-    from attnbench.sweep.tasks import TASKS
-    rows = TASKS['nmt'].modules
+    from attnbench.variants import TRANSLATION_MECHANISMS as rows
 else:
     from attnbench.variants import vision_rows
     rows = vision_rows('$1')
@@ -52,10 +56,10 @@ sweep() {
 }
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(det seg nmt flops report)
+[ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -66,6 +70,11 @@ for p in "${parts[@]}"; do
         det | seg | nmt)
             if [ -n "$ROWS" ]; then sweep --tasks "$p" --modules "$ROWS"
             else sweep --tasks "$p" --factors all --modules "$(module_rows "$p")"; fi ;;
+        fig4-nmt)  # a kernel of k taps sees offsets -(k-1)/2..(k-1)/2, causal: -(k-1)..0
+            sweep --tasks nmt --slot enc-self --modules dynamic:kernel=3,0100:range=1,dynamic:kernel=7,0100:range=3,dynamic:kernel=15,0100:range=7,0100
+            sweep --tasks nmt --slot dec-self --modules dynamic:kernel=3,0100:range=2,dynamic:kernel=7,0100:range=6,dynamic:kernel=15,0100:range=14,0100 ;;
+        fig4-det)
+            sweep --tasks det --modules dynamic:kernel=3,0100:range=1,dynamic:kernel=5,0100:range=2,dynamic:kernel=7,0100:range=3,0100 ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

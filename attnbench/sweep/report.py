@@ -513,3 +513,66 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         fig.savefig(path, dpi=120)
     plt.close(fig)
     return paths
+
+
+def window_size(variant: str, slot: str | None) -> int | None:
+    """Keys a one-token row's window spans on one axis: a kernel's ``k``; E2's ``2r + 1`` for
+    ``range=r`` (``r + 1`` in the causal decoder, ``dec-self``); None for a row without a window."""
+    parsed = Variant.parse(variant)
+    if len(parsed.tokens) != 1:
+        return None
+    params = parsed.params_of(parsed.tokens[0])
+    if "kernel" in params:
+        return params["kernel"]
+    if "range" in params:
+        return params["range"] + 1 if slot == "dec-self" else 2 * params["range"] + 1
+    return None
+
+
+def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
+    """The study's Figure 4: per task (and NMT slot), the metric and the attention modules' GMACs
+    against the window size, one line per mechanism; the same mechanisms without a window (and the
+    baseline's metric) as horizontal lines. PNG and SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize(results)
+    summary = summary.assign(window=[window_size(v, s) for v, s in zip(summary["variant"], summary["slot"])],
+                             token=[(Variant.parse(v).tokens or ("baseline",))[0] for v in summary["variant"]])
+    groups = [(key, points) for key, points in summary.groupby(["task", "preset", "slot"], sort=True)
+              if points["window"].notna().any()]
+    if not groups:
+        raise ValueError("no rows with a window (kernel= or range=) to plot")
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4.2 * len(groups)), squeeze=False)
+    for row, ((task, preset, slot), points) in zip(axes, groups):
+        windowed = points[points["window"].notna()].sort_values("window")
+        for (token, line), color in zip(windowed.groupby("token", sort=True), ("tab:blue", "tab:orange", "tab:green")):
+            label = f"E2 ({token}) in a window" if token in ALL_FACTORS else f"{token} convolution"
+            row[0].errorbar(line["window"], line["mean"], yerr=line["std"], fmt="o-", color=color, capsize=2,
+                            label=label)
+            row[1].plot(line["window"], line["macs_modules"] / 1e9, "o-", color=color, label=label)
+            free = points[(points["token"] == token) & points["window"].isna()]
+            for value, macs in zip(free["mean"], free["macs_modules"]):
+                row[0].axhline(value, ls="--", color=color, label=f"{token}, no window")
+                row[1].axhline(macs / 1e9, ls="--", color=color, label=f"{token}, no window")
+        baseline = summary[(summary["task"] == task) & (summary["preset"] == preset) & (summary["token"] == "baseline")]
+        for value in baseline["mean"]:  # the translation baseline is one run for all slots
+            row[0].axhline(value, ls=":", color="tab:red", label="baseline")
+        title = f"{task}{'/' + slot if slot else ''} ({preset})"
+        row[0].set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds)")
+        row[1].set_ylabel("attention GMACs at the task's input size")
+        for ax, what in zip(row, ("accuracy", "cost")):
+            ax.set_xticks(sorted(windowed["window"].unique()))
+            ax.set_xlabel("window size (keys along one axis)")
+            ax.set_title(f"{title}: {what}")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    out_stem = Path(out_stem)
+    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths
