@@ -47,6 +47,21 @@ def _integer(low: int, odd: bool = False) -> Callable[[str], int]:
     return parse
 
 
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"expected one of {list(choices)}")
+        return text
+    return parse
+
+
+def _top(text: str) -> int:
+    """``'top2'`` -> 2 (hard attention to the 2 keys of highest logit)."""
+    if not re.fullmatch(r"top[1-9]\d*", text):
+        raise ValueError("expected topK with K >= 1, e.g. top1")
+    return int(text[3:])
+
+
 def _stages(text: str) -> tuple[int, int]:
     """``'3-5'`` (conv3 to conv5) or ``'4'`` -> (first, last) ResNet stage, conv2 to conv5."""
     match = re.fullmatch(r"([2-5])(?:-([2-5]))?", text)
@@ -62,9 +77,14 @@ class Parameter:
     meaning: str
     parse: Callable[[str], object]
 
+    write: Callable[[object], str] = str
+
     def text(self, value) -> str:
-        return "-".join(map(str, value)) if isinstance(value, tuple) and value[0] != value[1] else \
-            str(value[0] if isinstance(value, tuple) else value)
+        return self.write(value)
+
+
+def _write_stages(stages: tuple[int, int]) -> str:
+    return f"{stages[0]}-{stages[1]}" if stages[0] != stages[1] else str(stages[0])
 
 
 PARAMETERS: dict[str, Parameter] = {
@@ -73,10 +93,14 @@ PARAMETERS: dict[str, Parameter] = {
     "heads": Parameter("attention heads (kernels of a dynamic convolution)", _integer(1)),
     "kv_stride": Parameter("stride of the keys and values (generalized attention)", _integer(1)),
     "groups": Parameter("deformable groups (offset fields)", _integer(1)),
-    "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages),
+    "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages, _write_stages),
+    "score": Parameter("E1's score function", _choice("scaled_dot", "dot", "bilinear", "additive")),
+    "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
-TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size"}
+TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size", "score": "score", "hard": "hard"}
+#: Parameters of the 1D generalized attention only (GeneralizedAttention1d), not yet of the 2D one.
+SEQUENCE_ONLY_PARAMETERS = ("score", "hard")
 
 
 @dataclass(frozen=True)
@@ -103,7 +127,8 @@ class Mechanism:
 GENERALIZED_ATTENTION = Mechanism(
     "attnbench.GeneralizedAttention", "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
-    {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None})
+    {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": None,
+     "hard": None})
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
@@ -332,6 +357,10 @@ class Variant:
         overrides: dict = {}
         for token in self.tokens:
             mechanism, params = mechanism_of(token), self.params_of(token)
+            sequence_only = [n for n in params if n in SEQUENCE_ONLY_PARAMETERS]
+            if sequence_only:
+                raise ValueError(f"variant {self.name!r}: {sequence_only} apply to translation only (the 1D "
+                                 f"generalized attention); the 2D one has scaled dot-product soft attention")
             if mechanism.placement not in ("plugin", "conv2"):
                 if mechanism.placement == "sequence":
                     raise ValueError(f"{token!r} is a translation mechanism; it has no place in a ResNet")

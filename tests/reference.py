@@ -87,8 +87,13 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
     if e2 or e4:
         offsets = torch.arange(s)[None, :] - (torch.arange(t)[:, None] + query_offset)  # key - query
         rel = (sinusoid(offsets, m.position_dim, m.wave_length) @ p["pos_proj.weight"].T).view(t, s, heads, d)
-    if e1:
-        logits += torch.einsum("bhtd,bhsd->bhts", q, k)
+    if e1 and m.score in ("scaled_dot", "dot"):
+        logits += torch.einsum("bhtd,bhsd->bhts", q, k) * (math.sqrt(d) if m.score == "dot" else 1)
+    if e1 and m.score == "bilinear":
+        logits += torch.einsum("bhtd,hde,bhse->bhts", q, p["score_weight"], k)
+    if e1 and m.score == "additive":  # w . tanh(q_i + k_j), at no 1/sqrt(d) scale
+        logits += torch.einsum("bhtsd,hd->bhts", torch.tanh(q[:, :, :, None] + k[:, :, None]),
+                               p["score_vector"][..., 0]) * math.sqrt(d)
     if e2:
         logits += torch.einsum("bhtd,tshd->bhts", q, rel)
     if e3:
@@ -104,7 +109,12 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
         logits = logits.masked_fill(outside, float("-inf"))
     if key_padding_mask is not None:
         logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    out = (logits.softmax(-1) @ v).transpose(1, 2).reshape(b, t, heads * d)
+    weights = logits.softmax(-1)
+    if m.hard:  # the mean of the values at the hard keys of highest logit (visible ones only)
+        order = logits.argsort(-1, descending=True)[..., :m.hard]
+        picked = torch.zeros_like(logits).scatter(-1, order, 1.0) * logits.isfinite()
+        weights = picked / picked.sum(-1, keepdim=True)
+    out = (weights @ v).transpose(1, 2).reshape(b, t, heads * d)
     return out @ p["out_proj.weight"].T + p["out_proj.bias"]
 
 

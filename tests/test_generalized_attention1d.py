@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.attention import ALL_FACTORS, GeneralizedAttention1d
+from attnbench.attention.generalized_attention1d import SCORES
 from attnbench.flops import count_macs
 from reference import generalized_attention_1d, padding, randomize
 
@@ -73,6 +74,47 @@ def test_padding_mask_hides_padded_keys(factors):
     torch.testing.assert_close(m(x, mem, key_padding_mask=mask), m(x, changed, key_padding_mask=mask))
 
 
+WITH_E1 = [f for f in ALL_FACTORS if f[0] == "1"]
+
+
+@pytest.mark.parametrize("factors", WITH_E1)
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("hard", [0, 1, 3])
+@pytest.mark.parametrize("mode", ["causal", "cross"])
+def test_scores_and_hard_attention_match_float64_reference(factors, score, hard, mode):
+    m = make(factors, position_dim=10, score=score, hard=hard)
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    kwargs = dict(causal=True) if mode == "causal" else dict(
+        memory=torch.randn(2, 9, 16, dtype=torch.float64), key_padding_mask=padding([9, 2], 9))
+    ref = generalized_attention_1d(m, x, **kwargs)
+    torch.testing.assert_close(m.double()(x, **kwargs), ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_scores_gradcheck(score):
+    m = make("1100", dim=4, heads=2, score=score).double()
+    x = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    names = [n for n, _ in m.named_parameters()]
+    fn = lambda x, *ps: torch.func.functional_call(m, dict(zip(names, ps)), (x,), {"causal": True})  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x, *m.parameters()))
+
+
+def test_hard_attention_passes_the_soft_gradient_straight_through():
+    """The weights' gradient is the soft weights' (straight through): what reaches the logits, here
+    the query and key projections, is the soft module's; the values are weighted by the hard weights."""
+    hard, soft = make("1010", hard=2).double(), make("1010").double()
+    soft.load_state_dict(hard.state_dict())
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    probe = torch.randn(2, 5, 16, dtype=torch.float64)
+    (hard(x) * probe).sum().backward()
+    (soft(x) * probe).sum().backward()
+    for name in ("q_proj", "k_proj", "content_bias"):
+        grad = lambda m: m.get_parameter(f"{name}.weight" if name.endswith("proj") else name).grad  # noqa: E731
+        torch.testing.assert_close(grad(hard), grad(soft))
+    assert not torch.allclose(hard.v_proj.weight.grad, soft.v_proj.weight.grad)
+    assert not torch.allclose(hard(x), soft(x))
+
+
 def test_window_keeps_the_keys_within_range():
     """Keys farther than the window from the query do not change its output; nearer ones do."""
     m = make("0100", window=2).double()
@@ -94,10 +136,11 @@ def test_gradcheck(factors, window):
     assert torch.autograd.gradcheck(fn, (x, *m.parameters()))
 
 
-@pytest.mark.parametrize("factors", ALL_FACTORS)
+@pytest.mark.parametrize("factors,score", [(f, "scaled_dot") for f in ALL_FACTORS]
+                         + [(f, score) for f in WITH_E1 for score in SCORES[1:]])
 @pytest.mark.parametrize("memory_len", [None, 11])
-def test_macs_match_flop_counter(factors, memory_len):
-    m = make(factors, dim=32, heads=4)
+def test_macs_match_flop_counter(factors, memory_len, score):
+    m = make(factors, dim=32, heads=4, score=score)
     x = torch.randn(2, 9, 32)
     mem = None if memory_len is None else torch.randn(2, memory_len, 32)
     measured = count_macs(m, x, mem, causal=mem is None)
@@ -118,7 +161,8 @@ def test_bad_input(call, match):
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(attention_type="0000"), "no term"), (dict(num_heads=3), "multiple"), (dict(dropout=1.0), "dropout"),
-    (dict(window=-2), "window")])
+    (dict(window=-2), "window"), (dict(score="cosine"), "score must be"),
+    (dict(attention_type="0110", score="dot"), "lacks"), (dict(hard=-1), "hard")])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         GeneralizedAttention1d(**(dict(embed_dim=16, num_heads=4) | kwargs))

@@ -126,6 +126,13 @@ def test_incremental_decoding_matches_teacher_forcing(decoder, cross, pre_norm):
     torch.testing.assert_close(torch.cat(steps, 1), model(src, tgt, mode="tensor"), rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("options", [dict(window=1), dict(score="additive"), dict(score="bilinear", hard=2)])
+def test_incremental_decoding_matches_teacher_forcing_with_variant_parameters(options, monkeypatch):
+    """A window, another score function or hard attention in the decoder and the cross slot."""
+    monkeypatch.setitem(OPTIONS, "generalized", dict(attention_type="1111", **options))
+    test_incremental_decoding_matches_teacher_forcing("generalized", "generalized", pre_norm=False)
+
+
 def test_greedy_equals_beam_size_one():
     model = tiny_model(layers=2, decode_cfg=dict(max_len_b=6))
     src = tokens([3, 6, 5, 2])

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 WITH_PARAMETERS = [
     "0100:range=7", "dynamic:kernel=7", "1111:heads=4:kv_stride=1:stages=3-5", "0010+deformable:groups=4",
-    "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4"]
+    "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4",
+    "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1"]
 
 
 @pytest.mark.parametrize("spec", [*vision_rows("seg"), *WITH_PARAMETERS])
@@ -34,7 +35,9 @@ def test_canonical_order_of_tokens_and_parameters():
     ("0100:range=7.5", "integer"), ("dynamic:kernel=4", "odd integer"), ("se:kernel=3", "se takes"),
     ("0100:range=7:range=3", "twice"), ("1111:stages=5-3", "stages"), ("1111:stages=1-3", "stages"),
     ("ocr+0010", "run alone"), ("0100:range", "integer"), ("0120:range=3", "four characters of 0/1"), ("spatial:range=3", "unknown token"),
-    ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings")])
+    ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings"),
+    ("1000:hard=top0", "topK"), ("1000:hard=1", "topK"), ("1000:score=cosine", "one of"),
+    ("dynamic:score=dot", "dynamic takes")])
 def test_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         Variant.parse(spec)
@@ -56,8 +59,12 @@ def test_parameters_reach_the_translation_slot():
     assert Variant.parse("0100:range=7").translation_config() == dict(
         type="generalized", attention_type="0100", window=7)
     assert Variant.parse("dynamic:kernel=15").translation_config() == dict(type="dynamic", kernel_size=15)
+    assert Variant.parse("1000:score=additive:hard=top2").translation_config() == dict(
+        type="generalized", attention_type="1000", score="additive", hard=2)
     with pytest.raises(ValueError, match="vision tasks only"):
         Variant.parse("1111:heads=4").translation_config()
+    with pytest.raises(ValueError, match="translation only"):
+        Variant.parse("1000:score=dot").backbone_overrides()
     with pytest.raises(ValueError, match="no combinations"):
         Variant.parse("0010+deformable").translation_config()
     with pytest.raises(ValueError, match="translation mechanism"):

@@ -15,6 +15,14 @@ from ``memory`` (encoder-decoder attention). E1 alone is standard multi-head att
 through ``scaled_dot_product_attention``; otherwise the position logits are computed once per
 distinct offset (``T + S - 1`` of them) and gathered into the ``T x S`` logit matrix.
 
+The score of E1 can be another function (``score``; survey of attention, Sec. 8.3): ``scaled_dot``
+(the above, the default), ``dot`` (``q_i . k_j`` unscaled), ``bilinear`` (``q_i^T W_m k_j / sqrt(d)``,
+``W_m`` learned per head, identity at the start) or ``additive`` (``w_m . tanh(q_i + k_j)``,
+Bahdanau et al. 2015, with ``q, k`` the projections above); the other terms keep their ``1 / sqrt(d)``.
+``hard = K`` attends hard: the output is the mean of the values at the ``K`` keys of highest logit
+(fewer where fewer are visible), and gradients pass straight through the softmax (the backward pass
+is that of the soft weights; Bengio et al. 2013's straight-through estimator).
+
 Masks: ``causal`` hides keys with ``j > t_i``; ``window = r >= 0`` hides keys with ``|j - t_i| > r``
 (the study's Figure 4 restricts E2 to a dynamic convolution's kernel this way; a causal window keeps
 ``t_i - r <= j <= t_i``); ``key_padding_mask`` (True = padding) hides padded keys. A query whose keys
@@ -33,6 +41,10 @@ from .factors import AttentionFactors
 from .position import sinusoidal_embedding
 
 
+#: Score functions of the E1 term (query content x key content).
+SCORES = ("scaled_dot", "dot", "bilinear", "additive")
+
+
 class GeneralizedAttention1d(nn.Module):
     """Multi-head generalized attention for ``(B, T, C)`` sequences.
 
@@ -44,6 +56,8 @@ class GeneralizedAttention1d(nn.Module):
         dropout: dropout on the attention weights during training.
         wave_length: longest wave length of the sinusoidal embedding.
         window: keep only keys within this many positions of the query (-1: all).
+        score: E1's score function, one of :data:`SCORES`.
+        hard: attend to the ``hard`` keys of highest logit (0: soft attention).
     """
 
     def __init__(
@@ -55,12 +69,20 @@ class GeneralizedAttention1d(nn.Module):
         dropout: float = 0.0,
         wave_length: float = 10000.0,
         window: int = -1,
+        score: str = "scaled_dot",
+        hard: int = 0,
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
         check_multiple("embed_dim", embed_dim, "num_heads", num_heads)
         if not isinstance(window, int) or window < -1:
             raise ValueError(f"window must be -1 (all keys) or an integer >= 0, got {window!r}")
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+        if score != "scaled_dot" and not self.factors.query_key:
+            raise ValueError(f"score {score!r} changes the E1 term, which attention_type '{self.factors}' lacks")
+        if not isinstance(hard, int) or hard < 0:
+            raise ValueError(f"hard must be 0 (soft attention) or a positive number of keys, got {hard!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
@@ -70,6 +92,8 @@ class GeneralizedAttention1d(nn.Module):
         self.dropout = dropout
         self.wave_length = wave_length
         self.window = window
+        self.score = score
+        self.hard = hard
         f = self.factors
         if f.needs_query:
             self.q_proj = nn.Linear(embed_dim, embed_dim)
@@ -82,6 +106,10 @@ class GeneralizedAttention1d(nn.Module):
             self.content_bias = nn.Parameter(torch.empty(num_heads, self.head_dim))
         if f.position:
             self.position_bias = nn.Parameter(torch.empty(num_heads, self.head_dim))
+        if score == "bilinear":
+            self.score_weight = nn.Parameter(torch.empty(num_heads, self.head_dim, self.head_dim))
+        if score == "additive":
+            self.score_vector = nn.Parameter(torch.empty(num_heads, self.head_dim, 1))
         self.out_proj = nn.Linear(embed_dim, embed_dim)
         self.reset_parameters()
 
@@ -92,17 +120,22 @@ class GeneralizedAttention1d(nn.Module):
                 nn.init.xavier_uniform_(m.weight)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
-        for name in ("content_bias", "position_bias"):
+        for name in ("content_bias", "position_bias", "score_vector"):
             if hasattr(self, name):
                 nn.init.normal_(getattr(self, name), std=self.head_dim ** -0.5)
+        if hasattr(self, "score_weight"):
+            with torch.no_grad():
+                self.score_weight.copy_(torch.eye(self.head_dim).expand_as(self.score_weight))
 
     @property
     def attention_type(self) -> str:
         return str(self.factors)
 
     def extra_repr(self) -> str:
-        window = f", window={self.window}" if self.window >= 0 else ""
-        return f"{self.embed_dim}, num_heads={self.num_heads}, attention_type='{self.factors}'{window}"
+        extra = f", window={self.window}" if self.window >= 0 else ""
+        extra += f", score='{self.score}'" if self.score != "scaled_dot" else ""
+        extra += f", hard={self.hard}" if self.hard else ""
+        return f"{self.embed_dim}, num_heads={self.num_heads}, attention_type='{self.factors}'{extra}"
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape  # (B, T, C) -> (B, heads, T, d)
@@ -150,6 +183,20 @@ class GeneralizedAttention1d(nn.Module):
                  - torch.arange(num_q, device=offsets.device)[:, None] + num_q - 1)
         return all_offsets.gather(-1, index.expand(*all_offsets.shape[:2], -1, -1))
 
+    def _score(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+        """E1 under :attr:`score` (other than ``scaled_dot``), (B, heads, T, S)."""
+        if self.score == "dot":
+            return q @ k.transpose(-1, -2)
+        if self.score == "bilinear":
+            return (q @ self.score_weight) @ k.transpose(-1, -2) * scale
+        return (torch.tanh(q[:, :, :, None, :] + k[:, :, None, :, :]) @ self.score_vector[:, None]).squeeze(-1)
+
+    def _hard_weights(self, logits: torch.Tensor) -> torch.Tensor:
+        """Weight ``1 / K`` on each of the ``K`` visible keys of highest logit, 0 elsewhere."""
+        top = logits.topk(min(self.hard, logits.shape[-1]), dim=-1)
+        picked = torch.zeros_like(logits).scatter(-1, top.indices, top.values.isfinite().to(logits.dtype))
+        return picked / picked.sum(-1, keepdim=True)
+
     def forward(
         self,
         query: torch.Tensor,
@@ -175,23 +222,29 @@ class GeneralizedAttention1d(nn.Module):
         q = self._split_heads(self.q_proj(query)) if f.needs_query else None
         k = self._split_heads(self.k_proj(keys_in)) if f.needs_key else None
         v = self._split_heads(self.v_proj(keys_in))
-        if f.bits == (True, False, False, False):
+        if f.bits == (True, False, False, False) and self.score == "scaled_dot" and not self.hard:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=None if hidden is None else ~hidden, dropout_p=dropout)
         else:
             logits = query.new_zeros(())
-            if f.query_key or f.key:
-                content = (q if f.query_key else 0) + (self.content_bias[:, None] if f.key else 0)
+            scored = self.score != "scaled_dot"  # E1 apart, at its own scale
+            if (f.query_key and not scored) or f.key:
+                content = (q if f.query_key and not scored else 0) + (self.content_bias[:, None] if f.key else 0)
                 logits = logits + content @ k.transpose(-1, -2)
             if f.needs_position:
                 position = (q if f.query_position else 0) + (self.position_bias[:, None] if f.position else 0)
                 position = position if position.dim() == 4 else position[None]
                 logits = logits + self._position_logits(position, t, s, query_offset)
-            logits = (logits * scale).expand(b, self.num_heads, t, s)
+            logits = logits * scale
+            if scored:
+                logits = logits + self._score(q, k, scale)
+            logits = logits.expand(b, self.num_heads, t, s)
             if hidden is not None:
                 logits = logits.masked_fill(hidden, float("-inf"))
-            weights = F.dropout(logits.softmax(-1), dropout, self.training)
-            out = weights @ v
+            weights = logits.softmax(-1)
+            if self.hard:
+                weights = self._hard_weights(logits) + weights - weights.detach()
+            out = F.dropout(weights, dropout, self.training) @ v
         out = out.transpose(1, 2).reshape(b, t, self.embed_dim)
         return self.out_proj(out)
 
@@ -201,10 +254,12 @@ class GeneralizedAttention1d(nn.Module):
         c, d, heads, f = self.embed_dim, self.head_dim, self.num_heads, self.factors
         total = batch * (t + s) * c * c  # value and output projections
         total += f.needs_query * batch * t * c * c + f.needs_key * batch * s * c * c
-        if f.query_key:
-            total += batch * heads * t * s * d
-        elif f.key:
-            total += batch * heads * s * d
+        if f.query_key and self.score == "scaled_dot":
+            total += batch * heads * t * s * d  # E1 (and E3 with it)
+        else:
+            total += f.key * batch * heads * s * d  # E3 alone
+            total += f.query_key * batch * heads * t * s * d  # E1: q . k, or w . tanh(q + k)
+            total += (self.score == "bilinear") * batch * heads * t * d * d
         if f.needs_position:
             total += (t + s - 1) * self.position_dim * c
             total += (batch * t if f.query_position else 1) * heads * (t + s - 1) * d

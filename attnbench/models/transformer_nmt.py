@@ -17,8 +17,9 @@ pre-norm: ``x = x + Dropout(F(LN(x)))`` and a final LN):
 The three slots are configured independently, ``dict(type=<mechanism>, **options)``, from
 :data:`MECHANISMS` (a name -> builder table): ``standard`` (multi-head attention through
 ``scaled_dot_product_attention``: :class:`GeneralizedAttention1d` with E1 only), ``generalized``
-(any factor string; ``window`` restricts its keys), ``area``, and for the self-attention slots ``lightweight``, ``dynamic`` (in
-the GLU block of Wu et al. 2019) and ``deformable``. Every mechanism is built causal in the decoder.
+(any factor string; ``window``, ``score`` and ``hard`` as in GeneralizedAttention1d), ``area``, and
+for the self-attention slots ``lightweight``, ``dynamic`` (in the GLU block of Wu et al. 2019) and
+``deformable``. Every mechanism is built causal in the decoder.
 
 Training: teacher forcing with label-smoothed cross entropy over the non-padding target tokens.
 Decoding: greedy, or beam search ranking finished hypotheses by ``log p(y | x) / |y|^alpha``
@@ -131,9 +132,10 @@ def _standard(embed_dim: int, num_heads: int, causal: bool, dropout: float) -> G
     return GeneralizedSlot(GeneralizedAttention1d(embed_dim, num_heads, "1000", dropout=dropout), causal)
 
 
-def _generalized(embed_dim: int, num_heads: int, causal: bool, dropout: float,
-                 attention_type: str = "1111", window: int = -1) -> GeneralizedSlot:
-    attention = GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout, window=window)
+def _generalized(embed_dim: int, num_heads: int, causal: bool, dropout: float, attention_type: str = "1111",
+                 window: int = -1, score: str = "scaled_dot", hard: int = 0) -> GeneralizedSlot:
+    attention = GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout, window=window,
+                                       score=score, hard=hard)
     return GeneralizedSlot(attention, causal)
 
 

@@ -149,8 +149,17 @@ class TranslationTask:
         "enc-dec": "cross_attention"})
 
     def validate_variant(self, variant: str) -> str:
+        """The canonical name of ``variant``; raises ``ValueError`` for what translation cannot run,
+        its slot module built once (small) to check its arguments."""
+        from attnbench.models.transformer_nmt import build_slot
+
         parsed = Variant.parse(variant)
-        parsed.translation_config()  # raises for what translation cannot run
+        config = parsed.translation_config()
+        if config is not None:
+            try:
+                build_slot("encoder", config, embed_dim=16, num_heads=4, dropout=0.0)
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"nmt variant {parsed.name!r}: {error}") from None
         return parsed.name
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
