@@ -2,7 +2,7 @@
 # The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
 # table and the full-scale FLOPs table, all under results/mini-study/ (and results/flops-full/).
 #
-#   bash tools/study.sh                 # every part, in order: det seg nmt fig4-nmt fig4-det flops report
+#   bash tools/study.sh                 # every part, in order: det seg nmt fig4-nmt fig4-det scores flops report
 #   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
 #   SEEDS=5 JOBS=2 RESULTS=results/mini-study bash tools/study.sh det
 #   ROWS=1111,0010+deformable bash tools/study.sh det   # only these rows (and the baseline)
@@ -18,6 +18,8 @@
 #           decoder) and unrestricted E2, in the encoder and decoder self-attention slots
 #   fig4-det  the same on detection: kernels 3, 5, 7 against 0100:range=1,2,3 (keys within r input
 #           pixels on each axis: a (2r+1) x (2r+1) window) and unrestricted 0100
+#   scores  E1's score functions (dot, bilinear, additive; the baseline is scaled_dot) and hard attention
+#           (top1, top4) on translation's encoder-decoder and encoder self-attention slots (E1 alone)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -56,10 +58,10 @@ sweep() {
 }
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det flops report)
+[ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -75,6 +77,10 @@ for p in "${parts[@]}"; do
             sweep --tasks nmt --slot dec-self --modules dynamic:kernel=3,0100:range=2,dynamic:kernel=7,0100:range=6,dynamic:kernel=15,0100:range=14,0100 ;;
         fig4-det)
             sweep --tasks det --modules dynamic:kernel=3,0100:range=1,dynamic:kernel=5,0100:range=2,dynamic:kernel=7,0100:range=3,0100 ;;
+        scores)
+            for slot in enc-dec enc-self; do
+                sweep --tasks nmt --slot "$slot" --modules 1000:score=dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4
+            done ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

@@ -506,13 +506,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         ax.legend(fontsize=7)
         adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax,
                     arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
-    fig.tight_layout()
-    out_stem = Path(out_stem)
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
-    for path in paths:
-        fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return paths
+    return _save(fig, out_stem)
 
 
 def window_size(variant: str, slot: str | None) -> int | None:
@@ -569,9 +563,15 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
             ax.set_title(f"{title}: {what}")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
+    return _save(fig, out_stem)
+
+
+def _save(fig, out_stem: str | Path) -> list[Path]:
+    """Write ``fig`` as OUT_STEM.png and OUT_STEM.svg and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    out_stem = Path(out_stem)
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
+    paths = [Path(out_stem).with_suffix(".png"), Path(out_stem).with_suffix(".svg")]
     for path in paths:
         fig.savefig(path, dpi=120)
     plt.close(fig)
