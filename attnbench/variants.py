@@ -33,6 +33,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .attention import (
+    BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, DeformConv1d, DeformConv2d, DoubleAttention,
+    DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention, GatherExcite, GeneralizedAttention,
+    GeneralizedAttention1d, GlobalContext, InteractionAggregation2d, LightweightConv1d, ModulatedDeformConv2d,
+    NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d, SpatialChannelSqueezeExcite,
+    SpatialPyramidAttention, SqueezeExcite)
 from .attention.factors import ALL_FACTORS, AttentionFactors
 
 GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical Study of Spatial Attention "
@@ -105,115 +111,131 @@ SEQUENCE_ONLY_PARAMETERS = ("score", "hard")
 
 @dataclass(frozen=True)
 class Mechanism:
-    """How the vision benchmark places one mechanism token in a ResNet.
+    """One mechanism token: its module, how the vision benchmark places it in a ResNet, and the 1D
+    module translation uses (``sequence_module``; None where translation has none).
 
     ``placement`` is ``'plugin'`` (a block after conv2, built by mmcv's ``build_plugin_layer``),
     ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``), ``'head'`` (a
     segmentation decode head, with a hand-written config per preset: see attnbench.config_files) or
     ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
-    module argument each sets (``stages`` sets where the module goes).
+    module argument each sets (``stages`` sets where the module goes). Registration
+    (attnbench.mm.plugins), listing (attnbench.sweep.catalog) and FLOPs counting
+    (attnbench.sweep.flops) read the modules from this table.
     """
 
-    type: str        # registered OpenMMLab type, scope attnbench
+    module: type     # the nn.Module (an object context for a decode head)
     slug: str        # config file-name part
     family: str
     paper: str
     placement: str = "plugin"
     kwargs: dict = field(default_factory=dict)
     params: dict = field(default_factory=lambda: {"stages": None})
+    name: str | None = None  # registered OpenMMLab name (scope attnbench), if not the module's class name
+    sequence_module: type | None = None
+
+    @property
+    def type(self) -> str:
+        """The registered OpenMMLab type, e.g. ``'attnbench.DCN'``."""
+        return f"attnbench.{self.name or self.module.__name__}"
 
 
 #: The generalized attention, written as its factor string E1E2E3E4.
 GENERALIZED_ATTENTION = Mechanism(
-    "attnbench.GeneralizedAttention", "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
+    GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": None,
-     "hard": None})
+     "hard": None}, sequence_module=GeneralizedAttention1d)
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
 #: Every mechanism token but the generalized attention's factor strings.
 MECHANISMS: dict[str, Mechanism] = {
     "deformable": Mechanism(
-        "attnbench.DCN", "dcn", "spatial attention (study)",
+        DeformConv2d, "dcn", "spatial attention (study)",
         "Dai et al.: Deformable Convolutional Networks, ICCV 2017", "conv2", dict(deform_groups=1),
-        _DEFORMABLE_PARAMS),
+        _DEFORMABLE_PARAMS, name="DCN", sequence_module=DeformConv1d),
     "deformable_v2": Mechanism(
-        "attnbench.DCNv2", "dcnv2", "spatial attention (study)",
-        "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1), _DEFORMABLE_PARAMS),
+        ModulatedDeformConv2d, "dcnv2", "spatial attention (study)",
+        "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1), _DEFORMABLE_PARAMS,
+        name="DCNv2"),
     "dynamic": Mechanism(
-        "attnbench.DynamicConv2d", "dynconv", "spatial attention (study)",
+        DynamicConv2d, "dynconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019",
         kwargs=dict(kernel_size=3, num_heads=8),
-        params={"kernel": "kernel_size", "heads": "num_heads", "stages": None}),
+        params={"kernel": "kernel_size", "heads": "num_heads", "stages": None}, sequence_module=DynamicConv1d),
     "lightweight": Mechanism(
-        "attnbench.LightweightConv1d", "lightconv", "spatial attention (study)",
+        LightweightConv1d, "lightconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019", "sequence",
-        params={"kernel": "kernel_size"}),
+        params={"kernel": "kernel_size"}, sequence_module=LightweightConv1d),
     "area": Mechanism(
-        "attnbench.AreaAttention2d", "area", "spatial attention (study)",
+        AreaAttention2d, "area", "spatial attention (study)",
         "Li et al.: Area Attention, ICML 2019",
         kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2),
-        params={"heads": "num_heads", "stages": None}),
+        params={"heads": "num_heads", "stages": None}, sequence_module=AreaAttention1d),
     "se": Mechanism(
-        "attnbench.SqueezeExcite", "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
+        SqueezeExcite, "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
         kwargs=dict(reduction=16)),
     "cbam": Mechanism(
-        "attnbench.CBAM", "cbam", "mixed", "Woo et al.: CBAM: Convolutional Block Attention Module, ECCV 2018",
+        CBAM, "cbam", "mixed", "Woo et al.: CBAM: Convolutional Block Attention Module, ECCV 2018",
         kwargs=dict(reduction=16, spatial_kernel=7)),
     "gc": Mechanism(
-        "attnbench.GlobalContext", "gc", "self-attention",
+        GlobalContext, "gc", "self-attention",
         "Cao et al.: GCNet: Non-local Networks Meet Squeeze-Excitation Networks and Beyond, ICCVW 2019",
         kwargs=dict(ratio=1 / 4)),
     "nonlocal": Mechanism(
-        "attnbench.NonLocal2d", "nonlocal", "self-attention", "Wang et al.: Non-local Neural Networks, CVPR 2018",
+        NonLocal2d, "nonlocal", "self-attention", "Wang et al.: Non-local Neural Networks, CVPR 2018",
         kwargs=dict(reduction=2, mode="embedded_gaussian")),
     "ge": Mechanism(
-        "attnbench.GatherExcite", "ge", "channel",
+        GatherExcite, "ge", "channel",
         "Hu et al.: Gather-Excite: Exploiting Feature Context in Convolutional Neural Networks, NeurIPS 2018",
         kwargs=dict(extent=8, parametric=True)),
     "sk": Mechanism(
-        "attnbench.SelectiveKernelConv2d", "sk", "channel", "Li et al.: Selective Kernel Networks, CVPR 2019",
+        SelectiveKernelConv2d, "sk", "channel", "Li et al.: Selective Kernel Networks, CVPR 2019",
         "conv2", dict(num_paths=2, reduction=16, min_hidden=32)),
     "spa": Mechanism(
-        "attnbench.SpatialPyramidAttention", "spa", "channel",
+        SpatialPyramidAttention, "spa", "channel",
         "Guo et al.: Spatial Pyramid Attention Network for Enhanced Image Recognition, ICME 2020",
         kwargs=dict(pool_sizes=(1, 2, 4), reduction=16)),
     "fca": Mechanism(
-        "attnbench.FrequencyChannelAttention", "fca", "channel",
+        FrequencyChannelAttention, "fca", "channel",
         "Qin et al.: FcaNet: Frequency Channel Attention Networks, ICCV 2021",
         kwargs=dict(reduction=16, frequency_selection="top16", dct_size=7)),
     "bam": Mechanism(
-        "attnbench.BAM", "bam", "mixed", "Park et al.: BAM: Bottleneck Attention Module, BMVC 2018",
+        BAM, "bam", "mixed", "Park et al.: BAM: Bottleneck Attention Module, BMVC 2018",
         kwargs=dict(reduction=16, dilation=4)),
     "scse": Mechanism(
-        "attnbench.SpatialChannelSqueezeExcite", "scse", "mixed",
+        SpatialChannelSqueezeExcite, "scse", "mixed",
         "Roy et al.: Concurrent Spatial and Channel Squeeze & Excitation in Fully Convolutional Networks, "
         "MICCAI 2018", kwargs=dict(reduction=2, aggregation="max")),
     "a2": Mechanism(
-        "attnbench.DoubleAttention", "a2", "mixed", "Chen et al.: A2-Nets: Double Attention Networks, NeurIPS 2018",
+        DoubleAttention, "a2", "mixed", "Chen et al.: A2-Nets: Double Attention Networks, NeurIPS 2018",
         kwargs=dict(reduction=4)),
     "ran": Mechanism(
-        "attnbench.ResidualAttention", "ran", "mixed",
+        ResidualAttention, "ran", "mixed",
         "Wang et al.: Residual Attention Network for Image Classification, CVPR 2017",
         kwargs=dict(reduction=4, depth=2)),
     "da": Mechanism(
-        "attnbench.DualAttention", "da", "self-attention",
+        DualAttention, "da", "self-attention",
         "Fu et al.: Dual Attention Network for Scene Segmentation, CVPR 2019", kwargs=dict(reduction=8)),
     "ann": Mechanism(
-        "attnbench.AsymmetricNonLocal2d", "ann", "self-attention",
+        AsymmetricNonLocal2d, "ann", "self-attention",
         "Zhu et al.: Asymmetric Non-local Neural Networks for Semantic Segmentation, ICCV 2019",
         kwargs=dict(reduction=2, pool_sizes=(1, 3, 6, 8))),
     "iau": Mechanism(
-        "attnbench.InteractionAggregation2d", "iau", "self-attention",
+        InteractionAggregation2d, "iau", "self-attention",
         "Hou et al.: IAUnet: Global Context-Aware Feature Learning for Person Reidentification, TNNLS 2021",
         kwargs=dict(mode="both", reduction=2, num_parts=4)),
     "ocr": Mechanism(
-        "attnbench.OCRHead", "ocr", "category",
-        "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={}),
+        ObjectContext, "ocr", "category",
+        "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={},
+        name="OCRHead"),
 }
 #: Tokens of translation's slots (``attnbench.models.transformer_nmt.MECHANISMS`` names them alike).
-TRANSLATION_MECHANISMS: tuple[str, ...] = ("dynamic", "lightweight", "area", "deformable")
+TRANSLATION_MECHANISMS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.sequence_module)
+#: The tokens of images (all but translation's own).
+VISION_TOKENS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.placement != "sequence")
+#: Every mechanism of the benchmark, the generalized attention first.
+ALL_MECHANISMS: tuple[Mechanism, ...] = (GENERALIZED_ATTENTION, *MECHANISMS.values())
 
 #: The vision rows of the study: baseline, the 15 factor sets, the other mechanisms, combinations.
 VISION_VARIANTS: tuple[str, ...] = (

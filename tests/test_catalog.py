@@ -11,7 +11,7 @@ from attnbench.attention.factors import ALL_FACTORS
 from attnbench.flops import count_macs
 from attnbench.sweep.catalog import REFERENCE_REGIONS, build_mechanism, mechanism_table
 from attnbench.sweep.plan import build_plan
-from attnbench.variants import MECHANISMS, SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
+from attnbench.variants import SURVEY_VARIANTS, VISION_TOKENS, VISION_VARIANTS, Variant, vision_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (1, 32, 6, 7)
@@ -23,7 +23,7 @@ def table():
 
 
 def test_every_token_is_listed_with_family_and_paper(table):
-    assert list(table.index) == [*ALL_FACTORS, *MECHANISMS]
+    assert list(table.index) == [*ALL_FACTORS, *VISION_TOKENS]
     assert (table["family"] != "").all() and table["paper"].str.contains(r"\d{4}").all()
     assert set(table.loc[list(SURVEY_VARIANTS), "family"]) == {"channel", "mixed", "self-attention", "category"}
     assert (table["params"] > 0).all()
@@ -45,7 +45,7 @@ def test_list_modules_and_sweep_list_print_every_token():
         proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         listed = {line.split()[0] for line in proc.stdout.splitlines()[1:-1]}
-        assert listed == {*ALL_FACTORS, *MECHANISMS}
+        assert listed == {*ALL_FACTORS, *VISION_TOKENS}
     proc = subprocess.run([sys.executable, "tools/list_modules.py", "--shape", "1,32,6"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--shape must be four positive integers N,C,H,W" in proc.stderr
@@ -79,3 +79,12 @@ def test_flops_table_counts_full_scale_rows(tmp_path):
     proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "det", "--variants", "0120"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "--variants ['0120'] are not rows of ['det']" in proc.stderr
+
+
+def test_listing_mechanisms_imports_no_openmmlab():
+    """The mechanism table is plain PyTorch: listing it loads neither mmengine, mmcv, mmdet nor mmseg."""
+    code = ("import sys; from attnbench.sweep.catalog import mechanism_table; mechanism_table(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mmengine', 'mmcv', 'mmdet', 'mmseg')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

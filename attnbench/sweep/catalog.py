@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 import torch.nn as nn
-from mmengine.registry import MODELS
 
-from attnbench import mm  # noqa: F401  registers the plugins MODELS builds
 from attnbench.attention import ObjectContext
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.variants import GENERALIZED_ATTENTION_PAPER, MECHANISMS, Variant
+from attnbench.variants import VISION_TOKENS, Variant, mechanism_of
 
 #: (N, C, H, W) at conv4 of Faster R-CNN R-50-FPN, 800x1333 input.
 REFERENCE_SHAPE = (1, 256, 50, 84)
@@ -23,17 +21,20 @@ REFERENCE_REGIONS = 19
 def build_mechanism(token: str, channels: int) -> nn.Module:
     """The module a one-token variant adds, built as the benchmark builds it: a plugin after a conv2
     of ``channels`` channels, that conv2's replacement (3x3, stride 1), or a decode head's object
-    context (``channels`` in)."""
+    context (``channels`` in), with the arguments mmcv's ``build_plugin_layer`` and
+    ``build_conv_layer`` pass."""
     parsed = Variant.parse(token)
+    (name,) = parsed.tokens
+    module = mechanism_of(name).module
     if parsed.head:
-        return ObjectContext(channels)
+        return module(channels)
     overrides = parsed.backbone_overrides()
     if "dcn" in overrides:
-        cfg = {k: v for k, v in overrides["dcn"].items() if k != "fallback_on_stride"}
-        return MODELS.build(dict(cfg, in_channels=channels, out_channels=channels, kernel_size=3,
-                                 stride=1, padding=1, dilation=1, bias=False))
+        kwargs = {k: v for k, v in overrides["dcn"].items() if k not in ("type", "fallback_on_stride")}
+        return module(in_channels=channels, out_channels=channels, kernel_size=3, stride=1, padding=1, dilation=1,
+                      bias=False, **kwargs)
     (plugin,) = overrides["plugins"]
-    return MODELS.build(dict(plugin["cfg"], in_channels=channels))
+    return module(in_channels=channels, **{k: v for k, v in plugin["cfg"].items() if k != "type"})
 
 
 def _params_and_macs(token: str, shape: tuple[int, int, int, int]) -> tuple[int, int]:
@@ -47,18 +48,11 @@ def mechanism_table(shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> pd.Da
     """One row per mechanism token (the 15 factor strings included): where it goes, its family and
     paper, its parameters and its analytic multiply-adds on an input of ``shape``."""
     rows = []
-    for token in (*ALL_FACTORS, *(t for t, m in MECHANISMS.items() if m.placement != "sequence")):
-        mechanism = MECHANISMS.get(token)
+    for token in (*ALL_FACTORS, *VISION_TOKENS):
+        mechanism = mechanism_of(token)
         params, macs = _params_and_macs(token, shape)
-        rows.append(dict(
-            token=token,
-            type=mechanism.type if mechanism else "attnbench.GeneralizedAttention",
-            placement=mechanism.placement if mechanism else "plugin",
-            family=mechanism.family if mechanism else "generalized attention (study)",
-            params=params,
-            mmacs=macs / 1e6,
-            paper=mechanism.paper if mechanism else GENERALIZED_ATTENTION_PAPER,
-        ))
+        rows.append(dict(token=token, type=mechanism.type, placement=mechanism.placement, family=mechanism.family,
+                         params=params, mmacs=macs / 1e6, paper=mechanism.paper))
     return pd.DataFrame(rows)
 
 

@@ -9,21 +9,12 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnbench import attention
 from attnbench.flops import EXTRA_FLOP_FORMULAS
+from attnbench.variants import ALL_MECHANISMS
 
-#: Module classes counted as "attention modules" of a model (the mechanisms under study).
-ATTENTION_MODULES = (
-    attention.GeneralizedAttention, attention.AreaAttention2d, attention.DynamicConv2d,
-    attention.DeformConv2d, attention.ModulatedDeformConv2d,
-    attention.GeneralizedAttention1d, attention.AreaAttention1d, attention.DynamicConv1d,
-    attention.LightweightConv1d, attention.DeformConv1d,
-    attention.SqueezeExcite, attention.CBAM, attention.GlobalContext, attention.NonLocal2d,
-    attention.GatherExcite, attention.SelectiveKernelConv2d, attention.SpatialPyramidAttention,
-    attention.FrequencyChannelAttention, attention.BAM, attention.SpatialChannelSqueezeExcite,
-    attention.DoubleAttention, attention.ResidualAttention, attention.DualAttention,
-    attention.AsymmetricNonLocal2d, attention.InteractionAggregation2d, attention.ObjectContext,
-)
+#: Module classes counted as "attention modules" of a model (the mechanisms under study, 2D and 1D).
+ATTENTION_MODULES = tuple(dict.fromkeys(
+    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None))
 
 
 def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
