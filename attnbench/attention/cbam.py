@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 
 class CBAM(nn.Module):
@@ -46,9 +47,7 @@ class CBAM(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) weights and zero biases."""
-        for m in (self.fc1, self.fc2, self.spatial_conv):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-            nn.init.zeros_(m.bias)
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, spatial_kernel={self.spatial_kernel}"

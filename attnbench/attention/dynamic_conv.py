@@ -114,11 +114,11 @@ class _HeadSharedConv1d(nn.Module, ABC):
         embed_dim: int,
         kernel_size: int,
         num_heads: int,
-        weight_softmax: bool,
-        weight_dropout: float,
-        causal: bool,
-        bias: bool,
-        path: str,
+        weight_softmax: bool = True,
+        weight_dropout: float = 0.0,
+        causal: bool = False,
+        bias: bool = False,
+        path: str = "auto",
     ):
         super().__init__()
         check_at_least(1, kernel_size=kernel_size)
@@ -134,6 +134,16 @@ class _HeadSharedConv1d(nn.Module, ABC):
         self.causal = causal
         self.path = path
         self.bias = nn.Parameter(torch.empty(embed_dim)) if bias else None
+        self.make_kernel_parameters()
+        self.reset_parameters()
+
+    @abstractmethod
+    def make_kernel_parameters(self) -> None:
+        """Create the parameters the kernels come from."""
+
+    @abstractmethod
+    def reset_parameters(self) -> None:
+        """Initialise the kernel parameters; zero bias."""
 
     @property
     def padding_l(self) -> int:
@@ -193,20 +203,8 @@ class LightweightConv1d(_HeadSharedConv1d):
         path: ``'auto'``, ``'unfold'`` or ``'band'`` (see :func:`resolve_path`).
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        kernel_size: int,
-        num_heads: int,
-        weight_softmax: bool = True,
-        weight_dropout: float = 0.0,
-        causal: bool = False,
-        bias: bool = False,
-        path: str = "auto",
-    ):
-        super().__init__(embed_dim, kernel_size, num_heads, weight_softmax, weight_dropout, causal, bias, path)
-        self.weight = nn.Parameter(torch.empty(num_heads, kernel_size))
-        self.reset_parameters()
+    def make_kernel_parameters(self) -> None:
+        self.weight = nn.Parameter(torch.empty(self.num_heads, self.kernel_size))
 
     def reset_parameters(self) -> None:
         """Xavier-uniform kernels with fairseq's ``(H, 1, k)`` fans; zero bias."""
@@ -228,20 +226,8 @@ class DynamicConv1d(_HeadSharedConv1d):
     Args: as :class:`LightweightConv1d`.
     """
 
-    def __init__(
-        self,
-        embed_dim: int,
-        kernel_size: int,
-        num_heads: int,
-        weight_softmax: bool = True,
-        weight_dropout: float = 0.0,
-        causal: bool = False,
-        bias: bool = False,
-        path: str = "auto",
-    ):
-        super().__init__(embed_dim, kernel_size, num_heads, weight_softmax, weight_dropout, causal, bias, path)
-        self.kernel_proj = nn.Linear(embed_dim, num_heads * kernel_size, bias=False)
-        self.reset_parameters()
+    def make_kernel_parameters(self) -> None:
+        self.kernel_proj = nn.Linear(self.embed_dim, self.num_heads * self.kernel_size, bias=False)
 
     def reset_parameters(self) -> None:
         """Xavier-uniform kernel predictor (as fairseq); zero bias."""

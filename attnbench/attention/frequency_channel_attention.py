@@ -42,6 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 #: The official (u, v) tables on a 7x7 grid, u along the height and v along the width, best first.
 FREQUENCY_TABLES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
@@ -119,8 +120,7 @@ class FrequencyChannelAttention(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) weights (the DCT filter is fixed)."""
-        for m in (self.fc1, self.fc2):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, reduction={self.reduction}, "

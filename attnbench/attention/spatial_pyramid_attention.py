@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 
 class SpatialPyramidAttention(nn.Module):
@@ -52,8 +53,7 @@ class SpatialPyramidAttention(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) weights."""
-        for m in (self.fc1, self.fc2):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, pool_sizes={self.pool_sizes}, reduction={self.reduction}"

@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 
 class SqueezeExcite(nn.Module):
@@ -40,9 +41,7 @@ class SqueezeExcite(nn.Module):
 
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) weights and zero biases."""
-        for m in (self.fc1, self.fc2):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-            nn.init.zeros_(m.bias)
+        kaiming_init_(self)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}"
