@@ -1,4 +1,5 @@
-"""Measured multiply-add counts with ``torch.utils.flop_counter``, completed for the ops it misses.
+"""Multiply-add counts: measured with ``torch.utils.flop_counter``, completed for the ops it misses,
+and a model's attention modules measured and counted analytically (:func:`count_model`).
 
 ``FlopCounterMode`` counts matmuls and convolutions but reports 0 for the CPU flash kernel of
 ``scaled_dot_product_attention`` and for torchvision's ``deform_conv2d``; the formulas below fill
@@ -12,6 +13,10 @@ from typing import Callable
 import torch
 import torchvision  # noqa: F401  (registers the torch.ops.torchvision operators)
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+from attnbench.attention import (
+    AreaAttention1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, ObjectContext)
+from attnbench.variants import ALL_MECHANISMS
 
 _aten = torch.ops.aten
 
@@ -54,3 +59,60 @@ def count_macs(fn: Callable, *args, **kwargs) -> int:
     with counter, torch.no_grad():
         fn(*args, **kwargs)
     return counter.get_total_flops() // 2
+
+
+#: Module classes counted as "attention modules" of a model (the mechanisms under study, 2D and 1D).
+ATTENTION_MODULES = tuple(dict.fromkeys(
+    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None))
+
+
+def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    found: dict[str, torch.nn.Module] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, ATTENTION_MODULES) and not any(name.startswith(p + ".") for p in found):
+            found[name] = module
+    return found
+
+
+def call_macs(module: torch.nn.Module, args: tuple, kwargs: dict) -> int:
+    """Analytic multiply-adds of the call ``module(*args, **kwargs)`` of a mechanism: its ``macs()``
+    at the shapes of that call (a feature map's shape; a sequence's batch, length and memory length;
+    an object context's regions)."""
+    x = args[0]
+    if isinstance(module, ObjectContext):  # (features, soft object regions)
+        return module.macs(tuple(x.shape), args[1].shape[1])
+    if isinstance(module, (GeneralizedAttention1d, AreaAttention1d)):
+        memory = args[1] if len(args) > 1 else kwargs.get("memory")
+        return module.macs(x.shape[0], x.shape[1], None if memory is None else memory.shape[1])
+    if isinstance(module, (DynamicConv1d, LightweightConv1d)):
+        return module.macs(x.shape[0], x.shape[1])
+    return module.macs(tuple(x.shape))
+
+
+def count_model(model: torch.nn.Module, forward: Callable[[], object]) -> dict:
+    """Count one ``forward()`` call of ``model``: the whole model measured, and its outermost
+    mechanisms both measured and by :func:`call_macs` at the shapes they were called with."""
+    modules = _outermost_attention_modules(model)
+    analytic = []
+    hooks = [m.register_forward_pre_hook(
+        lambda m, args, kwargs: analytic.append(call_macs(m, args, kwargs)), with_kwargs=True)
+        for m in modules.values()]
+    counter = FlopCounterMode(display=False, custom_mapping=dict(EXTRA_FLOP_FORMULAS))
+    was_training = model.training
+    model.eval()
+    try:
+        with counter, torch.no_grad():
+            forward()
+    finally:
+        model.train(was_training)
+        for h in hooks:
+            h.remove()
+    per_module = {name.split(".", 1)[1] if "." in name else "": sum(ops.values())
+                  for name, ops in counter.get_flop_counts().items()}
+    return dict(
+        macs_model=counter.get_total_flops() // 2,
+        macs_modules=sum(per_module.get(name, 0) for name in modules) // 2,
+        macs_modules_analytic=sum(analytic),
+        params_model=sum(p.numel() for p in model.parameters()),
+        params_modules=sum(p.numel() for m in modules.values() for p in m.parameters()),
+    )

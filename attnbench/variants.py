@@ -120,7 +120,7 @@ class Mechanism:
     ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
     module argument each sets (``stages`` sets where the module goes). Registration
     (attnbench.mm.plugins), listing (attnbench.sweep.catalog) and FLOPs counting
-    (attnbench.sweep.flops) read the modules from this table.
+    (attnbench.flops) read the modules from this table.
     """
 
     module: type     # the nn.Module (an object context for a decode head)

@@ -164,7 +164,7 @@ def test_bad_arguments_are_rejected(build, message):
 def test_plugins_are_registered_and_variants_parse():
     import attnbench.mm  # noqa: F401
     from attnbench.mm.plugins import PLUGINS
-    from attnbench.sweep.flops import ATTENTION_MODULES
+    from attnbench.flops import ATTENTION_MODULES
     from attnbench.variants import SURVEY_VARIANTS, Variant
 
     for name, cls in zip(["SqueezeExcite", "CBAM", "GlobalContext", "NonLocal2d"], CLASSES):

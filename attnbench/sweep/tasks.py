@@ -89,7 +89,7 @@ class VisionTask:
                                      for key, value in parsed.backbone_overrides().items()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
-        from .flops import count_model
+        from attnbench.flops import count_model
 
         height, width = self.input_sizes[config_preset(preset)]
         inputs = torch.randn(1, 3, height, width, device=next(model.parameters()).device)
@@ -102,30 +102,8 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
-        row = count_model(model, forward, _vision_macs)
+        row = count_model(model, forward)
         return row | {"input_size": f"{height}x{width}"}
-
-
-def _vision_macs(module, args, kwargs) -> int:
-    """Analytic MACs of a vision mechanism from the arguments it was called with."""
-    from attnbench.attention import ObjectContext
-
-    if isinstance(module, ObjectContext):  # (features, soft object regions)
-        return module.macs(tuple(args[0].shape), args[1].shape[1])
-    return module.macs(tuple(args[0].shape))
-
-
-def _sequence_macs(module, args, kwargs) -> int:
-    """Analytic MACs of a 1D mechanism from the arguments it was called with."""
-    from attnbench import attention
-
-    x = args[0]
-    if isinstance(module, (attention.GeneralizedAttention1d, attention.AreaAttention1d)):
-        memory = args[1] if len(args) > 1 else kwargs.get("memory")
-        return module.macs(x.shape[0], x.shape[1], None if memory is None else memory.shape[1])
-    if isinstance(module, (attention.DynamicConv1d, attention.LightweightConv1d)):
-        return module.macs(x.shape[0], x.shape[1])
-    return module.macs(tuple(x.shape))
 
 
 @dataclass(frozen=True)
@@ -186,13 +164,13 @@ class TranslationTask:
         return path, options | {f"model.{self.slot_keys[slot]}": Variant.parse(variant).translation_config()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
-        from .flops import count_model
+        from attnbench.flops import count_model
 
         length = self.lengths[config_preset(preset)]
         device = next(model.parameters()).device
         src = torch.randint(4, 8, (1, length), device=device)
         tgt = torch.randint(4, 8, (1, length + 1), device=device)
-        row = count_model(model, lambda: model(src, tgt, mode="tensor"), _sequence_macs)
+        row = count_model(model, lambda: model(src, tgt, mode="tensor"))
         return row | {"input_size": f"{length} tokens"}
 
 
