@@ -18,6 +18,7 @@ A token may carry parameters, ``:name=value`` each (no quoting needed in bash or
     dynamic:kernel=7                  dynamic convolution with kernel size 7
     1111:heads=4:kv_stride=1:stages=3-5
     0010+deformable:groups=4
+    1000:score=additive:hard=top1     E1 scored additively, hard attention to the best key (translation)
 
 :data:`PARAMETERS` lists them; each mechanism takes the ones its ``params`` name, and
 translation the ones of :data:`TRANSLATION_PARAMETERS`. A variant's name writes its parameters in
@@ -40,6 +41,7 @@ from .attention import (
     NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d, SpatialChannelSqueezeExcite,
     SpatialPyramidAttention, SqueezeExcite)
 from .attention.factors import ALL_FACTORS, AttentionFactors
+from .attention.generalized_attention1d import SCORES
 
 GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical Study of Spatial Attention "
                                "Mechanisms in Deep Networks, ICCV 2019")
@@ -78,15 +80,11 @@ def _stages(text: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Parameter:
-    """One ``:name=value`` of a token: what it means and how its value is read."""
+    """One ``:name=value`` of a token: what it means, how its value is read and written back."""
 
     meaning: str
     parse: Callable[[str], object]
-
     write: Callable[[object], str] = str
-
-    def text(self, value) -> str:
-        return self.write(value)
 
 
 def _write_stages(stages: tuple[int, int]) -> str:
@@ -100,7 +98,7 @@ PARAMETERS: dict[str, Parameter] = {
     "kv_stride": Parameter("stride of the keys and values (generalized attention)", _integer(1)),
     "groups": Parameter("deformable groups (offset fields)", _integer(1)),
     "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages, _write_stages),
-    "score": Parameter("E1's score function", _choice("scaled_dot", "dot", "bilinear", "additive")),
+    "score": Parameter("E1's score function", _choice(*SCORES)),
     "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
@@ -345,7 +343,7 @@ class Variant:
         return dict(dict(self.params).get(token, ()))
 
     def _written(self, token: str, head: str, separator: str, assign: str) -> str:
-        return head + "".join(f"{separator}{name}{assign}{PARAMETERS[name].text(value)}"
+        return head + "".join(f"{separator}{name}{assign}{PARAMETERS[name].write(value)}"
                               for name, value in self.params_of(token).items())
 
     @property
@@ -362,7 +360,7 @@ class Variant:
     @property
     def parameter_text(self) -> str:
         """The parameters alone, e.g. ``'0100:range=7'`` -> ``'range=7'``; empty without any."""
-        return " ".join(f"{name}={PARAMETERS[name].text(value)}"
+        return " ".join(f"{name}={PARAMETERS[name].write(value)}"
                         for _, token_params in self.params for name, value in token_params)
     #: The backbone keys a variant sets (:meth:`backbone_overrides`); without them a backbone is the baseline's.
     BACKBONE_KEYS = ("plugins", "dcn", "stage_with_dcn")
