@@ -243,3 +243,23 @@ def test_compare_analyses_the_context_accuracy_when_asked(tmp_path, capsys):
     assert (table["metric"] == "context/accuracy").all() and table.loc["1111", "delta vs baseline"] == 0.2
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"])
+
+
+def test_compare_pairs_rows_with_another_reference_row(tmp_path, capsys):
+    """--reference: every row against that row, paired by seed, in the slot it is in (translation)."""
+    windowed, dynamic = [80.0, 82.5, 81.0], [79.0, 82.0, 79.5]
+    rows = (rows_of("baseline", [82.0, 84.0, 83.0], task="nmt") + rows_of("0100:range=3", windowed, task="nmt",
+            slot="enc-self") + rows_of("dynamic:kernel=7", dynamic, task="nmt", slot="enc-self"))
+    s = summarize(store_frame(rows), "dynamic:kernel=7").set_index("variant")
+    expected = stats.ttest_rel(windowed, dynamic)
+    assert s.loc["0100:range=3", "pairing"] == "paired"
+    assert (s.loc["0100:range=3", "paired_t"], s.loc["0100:range=3", "paired_p"]) == pytest.approx(
+        (expected.statistic, expected.pvalue))
+    (tmp_path / "store").mkdir()
+    store_frame(rows).to_csv(tmp_path / "store" / "results.csv", index=False)
+    compare.main(["--results", str(tmp_path / "store"), "--reference", "dynamic:kernel=7", "--format", "csv"])
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
+    assert table.loc["0100:range=3", "delta vs dynamic:kernel=7"] == pytest.approx(np.mean(windowed) - np.mean(dynamic))
+    for bad in ("dynamic:kernel=9", "dynamic:kernel=4"):
+        with pytest.raises(SystemExit):
+            compare.main(["--results", str(tmp_path / "store"), "--reference", bad])

@@ -5,6 +5,7 @@
     python tools/compare.py --power --effect det=0.01,seg=1,nmt=2   # what the seeds can detect, seeds needed
     python tools/compare.py --tasks nmt --slot enc-dec
     python tools/compare.py --results results/diagnostics --value context   # the diagnostic tasks' context accuracy
+    python tools/compare.py --results results/figure4 --slot enc-self --reference dynamic:kernel=7   # against a row
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -21,6 +22,7 @@ import pandas as pd
 
 from attnbench.sweep.report import comparison_table, factor_effects, p_text, pairing_notes, power_table, summarize
 from attnbench.sweep.store import read_store_or_exit
+from attnbench.variants import Variant
 
 
 def effect_sizes(text: str) -> float | dict[str, float]:
@@ -97,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "without it are left out)")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
+    p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
+                   "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
     if args.effects and args.power:
         p.error("--effects and --power are two different outputs: choose one")
@@ -119,13 +123,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         results = results[(results["slot"] == args.slot) | results["slot"].isna()]
     if results.empty:
         p.error(f"no results in {args.results} for tasks {args.tasks or 'any'} and slot {args.slot or 'any'}")
+    if args.reference != "baseline":
+        try:
+            args.reference = Variant.parse(args.reference).name
+        except ValueError as error:
+            p.error(f"--reference: {error}")
+        if not (results["variant"] == args.reference).any():
+            p.error(f"--reference {args.reference} has no runs in {args.results}")
     if args.effects:
         print(frame_text(factor_effects(results), args.format))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)
     else:
-        print_with_notes(comparison_table(results, args.format), pairing_notes(summarize(results)), args.format)
+        print_with_notes(comparison_table(results, args.format, args.reference),
+                         pairing_notes(summarize(results, args.reference)), args.format)
 
 
 if __name__ == "__main__":

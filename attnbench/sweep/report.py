@@ -71,10 +71,11 @@ def _runs_by_row(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
     return {key: rows for key, rows in runs.groupby(_GROUP)}
 
 
-def _baseline_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: str) -> pd.DataFrame | None:
-    """The baseline runs a row is compared with: its slot's, else the task's shared one (NMT: standard
-    attention in every slot, one run for all of them)."""
-    return by_row.get((task, preset, slot, "baseline"), by_row.get((task, preset, "", "baseline")))
+def _baseline_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: str,
+                   reference: str = "baseline") -> pd.DataFrame | None:
+    """The runs a row is compared with, those of ``reference`` (the baseline unless said otherwise):
+    its slot's, else the task's shared one (NMT: standard attention in every slot, one run for all)."""
+    return by_row.get((task, preset, slot, reference), by_row.get((task, preset, "", reference)))
 
 
 def _pooled_std(stds: pd.Series, counts: pd.Series) -> float:
@@ -131,10 +132,11 @@ def _protocol_mismatch(run: pd.Series, reference: pd.Series) -> str:
                      for c in PROTOCOL if run[c] != reference[c])
 
 
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
+def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFrame:
     """Per variant: mean, std and count (``seeds``) over seeds, ``class_agnostic`` and ``context`` (the
     means of ``value_class_agnostic``, detection's class-agnostic AP, and of ``value_context``, the
-    diagnostic tasks' context accuracy) and the comparison with the baseline.
+    diagnostic tasks' context accuracy) and the comparison with the baseline, or with the row
+    ``reference`` where a task (and slot) has one (e.g. E2 in a window against dynamic convolution).
 
     Unpaired: ``delta``, the difference of the means; ``delta_t``, Welch's t,
     ``delta / sqrt(a + b)`` with ``a = std^2/seeds``, ``b = std_baseline^2/seeds_baseline``, where both
@@ -160,22 +162,22 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
     keys = ["task", "preset", "slot"]
-    baseline = summary.loc[summary["variant"] == "baseline", [*keys, "mean", "std", "seeds"]]
-    reference = summary[keys].merge(baseline, on=keys, how="left")  # row for row: a left merge keeps the order
-    summary["delta"] = summary["mean"] - reference["mean"]
-    a, b = summary["std"] ** 2 / summary["seeds"], reference["std"] ** 2 / reference["seeds"]
+    baseline = summary.loc[summary["variant"] == reference, [*keys, "mean", "std", "seeds"]]
+    matched = summary[keys].merge(baseline, on=keys, how="left")  # row for row: a left merge keeps the order
+    summary["delta"] = summary["mean"] - matched["mean"]
+    a, b = summary["std"] ** 2 / summary["seeds"], matched["std"] ** 2 / matched["seeds"]
     error = (a + b) ** 0.5
-    repeated = (summary["seeds"] > 1) & (reference["seeds"] > 1) & (error > 0) & (summary["variant"] != "baseline")
+    repeated = (summary["seeds"] > 1) & (matched["seeds"] > 1) & (error > 0) & (summary["variant"] != reference)
     summary["delta_t"] = (summary["delta"] / error).where(repeated)
-    welch_dof = (a + b) ** 2 / (a ** 2 / (summary["seeds"] - 1) + b ** 2 / (reference["seeds"] - 1))
+    welch_dof = (a + b) ** 2 / (a ** 2 / (summary["seeds"] - 1) + b ** 2 / (matched["seeds"] - 1))
     summary["welch_p"] = 2 * stats.t.sf(summary["delta_t"].abs(), welch_dof.where(repeated))
     by_row, paired = _runs_by_row(runs), []
     for task, preset, slot, variant in summary[_GROUP].itertuples(index=False):
-        base = _baseline_runs(by_row, task, preset, slot)
-        if variant == "baseline" or base is None:
+        base = _baseline_runs(by_row, task, preset, slot, reference)
+        if variant == reference or base is None:
             paired.append({**_paired_statistics(pd.Series(dtype=float)), "pairing": ""})
             continue
-        mine = by_row[(task, preset, slot, variant)]
+        mine = _baseline_runs(by_row, task, preset, slot, variant)  # a shared NMT baseline lies in slot ""
         differences = paired_differences(mine, base)
         paired.append({**_paired_statistics(differences), "pairing": _pairing(mine, base, list(differences.index))})
     summary = pd.concat([summary, pd.DataFrame(paired, index=summary.index, columns=_PAIRED_COLUMNS)], axis=1)
@@ -194,20 +196,21 @@ def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([summary.drop(index=drop), *copies], ignore_index=True)
 
 
-def comparison_table(results: pd.DataFrame, fmt: str = "markdown") -> str:
+def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: str = "baseline") -> str:
     """The :func:`summarize` table as text, markdown or csv: mean ± std over seeds, the delta against
     the baseline and its Welch t; ``paired Δ`` (mean ± std of the paired differences; the difference
     and ``(1 seed)`` for one pair) and ``paired t`` where a row has two paired seeds or more; ``p``, two-sided: the paired p where there is one, else
     Welch's followed by ``u`` (unpaired), e.g. ``0.004`` and ``0.210u`` (``<0.001`` below 0.001); for
     detection, ``class-agnostic AP`` (blank where the store has none); and the model's and attention's MACs.
+    ``reference`` compares every row with that row instead of the baseline (:func:`summarize`).
     """
-    s = summarize(results)
+    s = summarize(results, reference)
     paired = s["paired_seeds"] >= 2
     columns = {
         "task": s["task"] + s["slot"].map(lambda x: f"/{x}" if x else ""), "preset": s["preset"],
         "variant": s["variant"], "metric": s["metric"],
         "mean ± std": [f"{m:.4f} ± {d:.4f}" for m, d in zip(s["mean"], s["std"])], "seeds": s["seeds"],
-        "delta vs baseline": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
+        f"delta vs {reference}": s["delta"].map(lambda d: "" if pd.isna(d) else f"{d:+.4f}"),
         "t": s["delta_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
         "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if n >= 2 else f"{d:+.4f} (1 seed)" if n == 1 else ""
                      for d, sd, n in zip(s["paired_delta"], s["paired_std"], s["paired_seeds"])],
