@@ -114,6 +114,7 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
         order = logits.argsort(-1, descending=True)[..., :m.hard]
         picked = torch.zeros_like(logits).scatter(-1, order, 1.0) * logits.isfinite()
         weights = picked / picked.sum(-1, keepdim=True)
+    weights = weights.nan_to_num(0.0)  # a query that sees no key attends to nothing
     out = (weights @ v).transpose(1, 2).reshape(b, t, heads * d)
     return out @ p["out_proj.weight"].T + p["out_proj.bias"]
 

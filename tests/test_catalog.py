@@ -76,9 +76,10 @@ def test_flops_table_counts_full_scale_rows(tmp_path):
     assert (table["analytic_check"] == "ok").all() and (table["input_size"] == "50 tokens").all()
     assert table.loc[0, "published"] == 27.3 and table["published"].iloc[1:].isna().all()
     assert (table["gmacs_attention"] > 0).all() and (tmp_path / "flops.md").exists()
-    proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "det", "--variants", "0120"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 2 and "--variants ['0120'] are not rows of ['det']" in proc.stderr
+    for variant, error in [("0120", "four characters of 0/1"), ("ocr", "--variants ['ocr'] are not rows of ['det']")]:
+        proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "det", "--variants", variant],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 2 and error in proc.stderr
 
 
 def test_listing_mechanisms_imports_no_openmmlab():

@@ -26,8 +26,8 @@ is that of the soft weights; Bengio et al. 2013's straight-through estimator).
 Masks: ``causal`` hides keys with ``j > t_i``; ``window = r >= 0`` hides keys with ``|j - t_i| > r``
 (the study's Figure 4 restricts E2 to a dynamic convolution's kernel this way; a causal window keeps
 ``t_i - r <= j <= t_i``); ``key_padding_mask`` (True = padding) hides padded keys. A query whose keys
-are all hidden gets NaN, as in ``torch.nn.MultiheadAttention`` (zeros with E1 alone, the convention of
-``scaled_dot_product_attention``). The window masks the ``T x S``
+are all hidden (a padded query whose window holds padding only) attends to nothing and gets zeros
+before the output projection, as ``scaled_dot_product_attention`` gives. The window masks the ``T x S``
 logits: it costs what the unrestricted attention costs.
 """
 from __future__ import annotations
@@ -240,10 +240,13 @@ class GeneralizedAttention1d(nn.Module):
                 logits = logits + self._score(q, k, scale)
             logits = logits.expand(b, self.num_heads, t, s)
             if hidden is not None:
-                logits = logits.masked_fill(hidden, float("-inf"))
+                empty = hidden.all(-1, keepdim=True)  # queries that see no key: zero weights, no NaN
+                logits = logits.masked_fill(hidden & ~empty, float("-inf"))
             weights = logits.softmax(-1)
             if self.hard:
                 weights = self._hard_weights(logits) + weights - weights.detach()
+            if hidden is not None:
+                weights = weights.masked_fill(empty, 0.0)
             out = F.dropout(weights, dropout, self.training) @ v
         out = out.transpose(1, 2).reshape(b, t, self.embed_dim)
         return self.out_proj(out)
