@@ -554,8 +554,7 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
             for value, macs in zip(free["mean"], free["macs_modules"]):
                 row[0].axhline(value, ls="--", color=color, label=f"{token}, no window")
                 row[1].axhline(macs / 1e9, ls="--", color=color, label=f"{token}, no window")
-        baseline = summary[(summary["task"] == task) & (summary["preset"] == preset) & (summary["token"] == "baseline")]
-        for value in baseline["mean"]:  # the translation baseline is one run for all slots
+        for value in points.loc[points["token"] == "baseline", "mean"]:  # summarize() spreads NMT's into each slot
             row[0].axhline(value, ls=":", color="tab:red", label="baseline")
         title = f"{task}{'/' + slot if slot else ''} ({preset})"
         row[0].set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds)")
