@@ -59,6 +59,7 @@ class VisionTask:
         vision_config_path(self.kind, "mini", parsed)  # a head variant the task has no config for raises
         if self.rule and parsed.head:
             raise ValueError(f"task {self.name} varies the backbone only; {parsed.name!r} replaces the decode head")
+        parsed.backbone_overrides()  # raises for parameters images do not take
         for token in parsed.tokens:
             try:
                 build_mechanism(parsed.token_spec(token), 256)
