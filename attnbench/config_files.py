@@ -5,6 +5,7 @@ that inherits from it and adds the variant's backbone overrides (``tools/generat
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from .variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant
@@ -92,10 +93,10 @@ def render_vision_config(task: str, preset: str, variant: str | Variant) -> str:
             f"model = {body}\n")
 
 
-def generated_vision_configs(variants: tuple[str, ...] = (*VISION_VARIANTS, *SURVEY_VARIANTS)) -> dict[Path, str]:
+def generated_vision_configs(variants: Sequence[str] | None = None) -> dict[Path, str]:
     """Generated vision configs: path -> text, for every task and preset (default: the benchmark's
     rows, survey rows included; any variant with parameters can be added, e.g. ``0100:range=7``
     -> ``...-attn0100-range7_...``). The baseline and decode heads have hand-written files."""
-    parsed = [Variant.parse(v) for v in variants]
+    parsed = [Variant.parse(v) for v in (variants or (*VISION_VARIANTS, *SURVEY_VARIANTS))]
     return {vision_config_path(task, preset, v): render_vision_config(task, preset, v)
             for task, preset in VISION_CONFIGS for v in parsed if v.tokens and not v.head}

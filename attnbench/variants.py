@@ -132,9 +132,14 @@ class Mechanism:
     sequence_module: type | None = None
 
     @property
+    def registered_name(self) -> str:
+        """The name OpenMMLab registers the module under (scope attnbench), e.g. ``'DCN'``."""
+        return self.name or self.module.__name__
+
+    @property
     def type(self) -> str:
         """The registered OpenMMLab type, e.g. ``'attnbench.DCN'``."""
-        return f"attnbench.{self.name or self.module.__name__}"
+        return f"attnbench.{self.registered_name}"
 
 
 #: The generalized attention, written as its factor string E1E2E3E4.
@@ -342,8 +347,9 @@ class Variant:
         """The parameters ``token`` carries in this variant, ``{name: value}``."""
         return dict(dict(self.params).get(token, ()))
 
-    def _written(self, token: str, head: str, separator: str, assign: str) -> str:
-        return head + "".join(f"{separator}{name}{assign}{PARAMETERS[name].write(value)}"
+    def _written(self, token: str, prefix: str, separator: str, assign: str) -> str:
+        """``prefix`` then ``token``'s parameters, each ``separator name assign value``."""
+        return prefix + "".join(f"{separator}{name}{assign}{PARAMETERS[name].write(value)}"
                               for name, value in self.params_of(token).items())
 
     @property

@@ -256,7 +256,8 @@ def plan_rows(models: list[str], variants: list[str], mmcv_variants: list[str], 
     except ValueError as error:
         raise UsageError(f"--variants: {error}") from None
     for v in mmcv_variants:
-        if Variant.parse(v).tokens != (Variant.parse(v).factors,):
+        parsed = Variant.parse(v)
+        if parsed.tokens != (parsed.factors,):
             raise UsageError(f"--mmcv-variants: {v!r} is not a factor string such as 1111 (mmcv has the "
                              "generalized attention only)")
     rows = []

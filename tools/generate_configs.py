@@ -17,7 +17,7 @@ def main() -> None:
                    "parameters if any (docs/sweep.md#variants-and-their-parameters)")
     args = p.parse_args()
     try:
-        configs = generated_vision_configs(*([tuple(args.variants.split(","))] if args.variants else []))
+        configs = generated_vision_configs(args.variants.split(",") if args.variants else None)
     except ValueError as error:
         sys.exit(f"generate_configs.py: error: {error}")
     stale = []

@@ -11,9 +11,9 @@ from attnbench.variants import ALL_MECHANISMS
 from .registry import MODELS
 
 #: ResNet plugins placed after a Bottleneck's conv2: registered name -> class.
-PLUGINS = {m.type.removeprefix("attnbench."): m.module for m in ALL_MECHANISMS if m.placement == "plugin"}
+PLUGINS = {m.registered_name: m.module for m in ALL_MECHANISMS if m.placement == "plugin"}
 #: Replacements of a Bottleneck's 3x3 conv2 (``dcn=dict(type=...)``).
-CONV_LAYERS = {m.type.removeprefix("attnbench."): m.module for m in ALL_MECHANISMS if m.placement == "conv2"}
+CONV_LAYERS = {m.registered_name: m.module for m in ALL_MECHANISMS if m.placement == "conv2"}
 
 for _name, _cls in {**PLUGINS, **CONV_LAYERS}.items():
     MODELS.register_module(name=_name, module=_cls)

@@ -133,9 +133,9 @@ def _standard(embed_dim: int, num_heads: int, causal: bool, dropout: float) -> G
 
 
 def _generalized(embed_dim: int, num_heads: int, causal: bool, dropout: float, attention_type: str = "1111",
-                 window: int = -1, score: str = "scaled_dot", hard: int = 0) -> GeneralizedSlot:
-    attention = GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout, window=window,
-                                       score=score, hard=hard)
+                 **options) -> GeneralizedSlot:
+    """``options``: GeneralizedAttention1d's ``window``, ``score`` and ``hard``."""
+    attention = GeneralizedAttention1d(embed_dim, num_heads, attention_type, dropout=dropout, **options)
     return GeneralizedSlot(attention, causal)
 
 

@@ -71,11 +71,11 @@ def _runs_by_row(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
     return {key: rows for key, rows in runs.groupby(_GROUP)}
 
 
-def _baseline_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: str,
-                   reference: str = "baseline") -> pd.DataFrame | None:
-    """The runs a row is compared with, those of ``reference`` (the baseline unless said otherwise):
-    its slot's, else the task's shared one (NMT: standard attention in every slot, one run for all)."""
-    return by_row.get((task, preset, slot, reference), by_row.get((task, preset, "", reference)))
+def _row_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: str,
+              variant: str = "baseline") -> pd.DataFrame | None:
+    """The runs of ``variant`` (the baseline unless said otherwise) in a slot: the slot's own, else the
+    task's shared one (NMT's baseline: standard attention in every slot, one run for all)."""
+    return by_row.get((task, preset, slot, variant), by_row.get((task, preset, "", variant)))
 
 
 def _pooled_std(stds: pd.Series, counts: pd.Series) -> float:
@@ -173,11 +173,11 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     summary["welch_p"] = 2 * stats.t.sf(summary["delta_t"].abs(), welch_dof.where(repeated))
     by_row, paired = _runs_by_row(runs), []
     for task, preset, slot, variant in summary[_GROUP].itertuples(index=False):
-        base = _baseline_runs(by_row, task, preset, slot, reference)
+        base = _row_runs(by_row, task, preset, slot, reference)
         if variant == reference or base is None:
             paired.append({**_paired_statistics(pd.Series(dtype=float)), "pairing": ""})
             continue
-        mine = _baseline_runs(by_row, task, preset, slot, variant)  # a shared NMT baseline lies in slot ""
+        mine = _row_runs(by_row, task, preset, slot, variant)
         differences = paired_differences(mine, base)
         paired.append({**_paired_statistics(differences), "pairing": _pairing(mine, base, list(differences.index))})
     summary = pd.concat([summary, pd.DataFrame(paired, index=summary.index, columns=_PAIRED_COLUMNS)], axis=1)
@@ -299,7 +299,7 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
         if task != "nmt" and "baseline" in set(group["variant"]):
             means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
             seeds["0000"] = seeds["baseline"]
-            runs["0000"] = _baseline_runs(by_row, task, preset, slot)
+            runs["0000"] = _row_runs(by_row, task, preset, slot)
         seed_std = _pooled_std(group["std"], group["seeds"])
         terms = {term: [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
                  for k, term in enumerate(TERMS)}
