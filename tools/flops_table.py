@@ -4,6 +4,7 @@
     python tools/flops_table.py --tasks det --out /tmp/flops
     python tools/flops_table.py --tasks det,seg --variants 0010,0010+deformable   # some rows (and the baseline)
     python tools/flops_table.py --tasks nmt --variants 0100:range=7,dynamic:kernel=7  # rows with parameters
+    python tools/flops_table.py --tasks det,seg --variants 0010 --update   # recount rows in the existing table
 
 Faster R-CNN R-50-FPN at 800x1333, DeepLabV3 R-50-D8 at 512x1024, Transformer-base on 50-token
 sentences (source and target); every mechanism of the vision benchmark (survey rows included) and,
@@ -44,12 +45,18 @@ def plan(tasks: list[str], only: list[str]):
     return runs
 
 
+def _row_keys(table: pd.DataFrame) -> pd.Series:
+    return table["task"] + "/" + table["slot"].astype(str) + "/" + table["variant"]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="det,seg,nmt", help="comma-separated: det, seg, nmt")
     p.add_argument("--variants", default="", help="comma-separated rows to count (default: all); the baseline "
                    "is always counted")
     p.add_argument("--out", default="results/flops-full", help="output folder (default: %(default)s)")
+    p.add_argument("--update", action="store_true", help="replace the counted rows in OUT's existing table "
+                   "and keep the others (after a change to some mechanisms' counts), instead of a new table")
     args = p.parse_args()
     from attnbench.sweep.dry_run import analytic_check, count_runs
     from attnbench.sweep.report import PUBLISHED
@@ -72,6 +79,11 @@ def main() -> int:
               f"{rows[-1]['gmacs_model']} GMACs", flush=True)
     table = pd.DataFrame(rows)
     out = Path(args.out)
+    if args.update and (out / "flops.csv").exists():  # the recounted rows in place, the others as they were
+        old = pd.read_csv(out / "flops.csv", keep_default_na=False)
+        position = {key: i for i, key in enumerate(_row_keys(old))}
+        table = pd.concat([old[~_row_keys(old).isin(set(_row_keys(table)))], table])
+        table = table.iloc[_row_keys(table).map(lambda k: position.get(k, len(position))).argsort(kind="stable")]
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "flops.csv", index=False)
     (out / "flops.md").write_text(table.astype(object).fillna("").to_markdown(index=False) + "\n")

@@ -160,6 +160,27 @@ class GeneralizedAttention(nn.Module):
         out = F.linear(tokens, conv.weight.flatten(1))  # (N, h * w, heads * d)
         return out.view(tokens.shape[0], -1, self.num_heads, self.qk_embed_dim).transpose(1, 2)
 
+    @property
+    def _global_context(self) -> bool:
+        """E3 alone (no query term, no position term, no range): one context vector per head and image."""
+        f = self.factors
+        return not (f.needs_query or f.needs_position or self.spatial_range >= 0)
+
+    def _global_context_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
+        """E3 alone, without projecting keys or values: (N, L, C) -> (N, heads, 1, d).
+
+        The logit of key j is ``u . W_k x_j = (W_k^T u) . x_j`` and its weights sum to one, so the
+        output ``sum_j w_j W_v x_j = W_v (sum_j w_j x_j)``: one key direction per head, a weighted
+        mean of the input pixels, one value projection (as GCNet's context modelling).
+        """
+        heads, d = self.num_heads, self.qk_embed_dim
+        key_weight = self.key_conv.weight.view(heads, d, -1)
+        value_weight = self.value_conv.weight.view(heads, d, -1)
+        key_direction = torch.einsum("md,mdc->mc", self.appr_bias.view(heads, d), key_weight)  # (heads, C)
+        weights = (tokens @ key_direction.T.to(tokens.dtype)).softmax(dim=1)  # (N, L, heads)
+        context = torch.einsum("nlm,nlc->nmc", weights, tokens)  # (N, heads, C)
+        return torch.einsum("nmc,mdc->nmd", context, value_weight.to(context.dtype))[:, :, None, :]
+
     def _query_side(self, query: torch.Tensor | None, with_query: bool, bias_name: str | None
                     ) -> torch.Tensor | None:
         """``query`` (if used) plus a learned per-head vector (if any), (N or 1, heads, L or 1, d).
@@ -219,17 +240,15 @@ class GeneralizedAttention(nn.Module):
         f = self.factors
 
         tokens_kv = x_kv.flatten(2).transpose(1, 2)  # (N, Hk * Wk, C), shared by key and value
-        query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)) if f.needs_query else None
-        key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
-        value = self._project_heads(self.value_conv, tokens_kv)
-        content_query = self._query_side(query, f.query_key, "appr_bias" if f.key else None)
-        position_query = self._query_side(query, f.query_position, "geom_bias" if f.position else None)
-
-        if position_query is None and self.spatial_range < 0 and not f.query_key:
-            # E3 alone: the weights do not depend on the query, one context vector per head.
-            out = separable_bias_attention(content_query.expand(n, -1, -1, -1), key, value)
+        if self._global_context:
+            out = self._global_context_vectors(tokens_kv)
             h, w = 1, 1
         else:
+            query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)) if f.needs_query else None
+            key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
+            value = self._project_heads(self.value_conv, tokens_kv)
+            content_query = self._query_side(query, f.query_key, "appr_bias" if f.key else None)
+            position_query = self._query_side(query, f.query_position, "geom_bias" if f.position else None)
             bias_x = bias_y = None
             if position_query is not None or self.spatial_range >= 0:
                 bias_x, bias_y = self._axis_biases(position_query, n, (h, w), (h_kv, w_kv), x)
@@ -257,9 +276,9 @@ class GeneralizedAttention(nn.Module):
         num_q, num_kv, d, heads = h * w, h_kv * w_kv, self.qk_embed_dim, self.num_heads
         inner = heads * d
         f = self.factors
-        global_context = not f.needs_position and self.spatial_range < 0 and not f.query_key
-        out_q = 1 if global_context else num_q  # E3 alone: one context vector per image
-        total = n * num_kv * c * inner + n * out_q * inner * c  # value and output projections
+        if self._global_context:  # key direction, logits, weighted mean, value and output projections
+            return inner * c + 2 * n * num_kv * c * heads + 2 * n * inner * c
+        total = n * num_kv * c * inner + n * num_q * inner * c  # value and output projections
         total += f.needs_query * n * num_q * c * inner + f.needs_key * n * num_kv * c * inner
         if f.needs_position:
             total += (w * w_kv + h * h_kv) * (self.position_embedding_dim // 2) * inner
@@ -270,7 +289,7 @@ class GeneralizedAttention(nn.Module):
         if implementation == "auto":
             implementation = "fused" if self.proj_conv.weight.is_cuda else "chunked"
         return total + separable_bias_attention_macs(
-            n, heads, out_q, num_kv, d if f.needs_key else 0, d, key_size, implementation)
+            n, heads, num_q, num_kv, d if f.needs_key else 0, d, key_size, implementation)
 
 
 def _drop_mmcv_constraint_map(state_dict, prefix, *args) -> None:
