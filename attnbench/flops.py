@@ -14,8 +14,6 @@ import torch
 import torchvision  # noqa: F401  (registers the torch.ops.torchvision operators)
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from attnbench.attention import (
-    AreaAttention1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, ObjectContext)
 from attnbench.variants import ALL_MECHANISMS
 
 _aten = torch.ops.aten
@@ -74,28 +72,14 @@ def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.M
     return found
 
 
-def call_macs(module: torch.nn.Module, args: tuple, kwargs: dict) -> int:
-    """Analytic multiply-adds of the call ``module(*args, **kwargs)`` of a mechanism: its ``macs()``
-    at the shapes of that call (a feature map's shape; a sequence's batch, length and memory length;
-    an object context's regions)."""
-    x = args[0]
-    if isinstance(module, ObjectContext):  # (features, soft object regions)
-        return module.macs(tuple(x.shape), args[1].shape[1])
-    if isinstance(module, (GeneralizedAttention1d, AreaAttention1d)):
-        memory = args[1] if len(args) > 1 else kwargs.get("memory")
-        return module.macs(x.shape[0], x.shape[1], None if memory is None else memory.shape[1])
-    if isinstance(module, (DynamicConv1d, LightweightConv1d)):
-        return module.macs(x.shape[0], x.shape[1])
-    return module.macs(tuple(x.shape))
-
-
 def count_model(model: torch.nn.Module, forward: Callable[[], object]) -> dict:
     """Count one ``forward()`` call of ``model``: the whole model measured, and its outermost
-    mechanisms both measured and by :func:`call_macs` at the shapes they were called with."""
+    mechanisms both measured and analytically, each by its ``macs()`` called with the arguments of
+    its call (every mechanism's ``macs`` takes its ``forward``'s arguments and reads their shapes)."""
     modules = _outermost_attention_modules(model)
     analytic = []
     hooks = [m.register_forward_pre_hook(
-        lambda m, args, kwargs: analytic.append(call_macs(m, args, kwargs)), with_kwargs=True)
+        lambda m, args, kwargs: analytic.append(m.macs(*args, **kwargs)), with_kwargs=True)
         for m in modules.values()]
     counter = FlopCounterMode(display=False, custom_mapping=dict(EXTRA_FLOP_FORMULAS))
     was_training = model.training

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .attention import (
-    BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, DeformConv1d, DeformConv2d, DoubleAttention,
-    DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention, GatherExcite, GeneralizedAttention,
-    GeneralizedAttention1d, GlobalContext, InteractionAggregation2d, LightweightConv1d, ModulatedDeformConv2d,
-    NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d, SpatialChannelSqueezeExcite,
-    SpatialPyramidAttention, SqueezeExcite)
+    BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, CrissCrossAttention, DeformConv1d,
+    DeformConv2d, DoubleAttention, DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention,
+    GatherExcite, GeneralizedAttention, GeneralizedAttention1d, GlobalContext, InteractionAggregation2d,
+    LightweightConv1d, ModulatedDeformConv2d, NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d,
+    SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
 from .attention.factors import ALL_FACTORS, AttentionFactors
 from .attention.generalized_attention1d import SCORES
 
@@ -103,6 +103,22 @@ PARAMETERS: dict[str, Parameter] = {
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
 TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size", "score": "score", "hard": "hard"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An attention slot of the translation Transformer (attnbench.models.transformer_nmt)."""
+
+    argument: str  # the TransformerNMT argument (and config key under ``model``) that configures it
+    needs: str     # what it asks of a mechanism
+
+
+#: Translation's attention slots, under the names the model, the sweep, the store and the reports use.
+SLOTS: dict[str, Slot] = {
+    "enc-self": Slot("encoder_self_attention", "bidirectional self-attention over the source"),
+    "dec-self": Slot("decoder_self_attention", "causal self-attention over the target prefix"),
+    "enc-dec": Slot("cross_attention", "attention from the target to the encoder output (a memory input)"),
+}
 #: Parameters of the 1D generalized attention only (GeneralizedAttention1d), not yet of the 2D one.
 SEQUENCE_ONLY_PARAMETERS = ("score", "hard")
 
@@ -228,6 +244,10 @@ MECHANISMS: dict[str, Mechanism] = {
         InteractionAggregation2d, "iau", "self-attention",
         "Hou et al.: IAUnet: Global Context-Aware Feature Learning for Person Reidentification, TNNLS 2021",
         kwargs=dict(mode="both", reduction=2, num_parts=4)),
+    "cc": Mechanism(
+        CrissCrossAttention, "cc", "self-attention",
+        "Huang et al.: CCNet: Criss-Cross Attention for Semantic Segmentation, ICCV 2019",
+        kwargs=dict(reduction=8, recurrence=2)),
     "ocr": Mechanism(
         ObjectContext, "ocr", "category",
         "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={},

@@ -92,19 +92,34 @@ def test_listing_mechanisms_imports_no_openmmlab():
 
 
 def test_flops_table_update_recounts_some_rows_in_place(tmp_path):
-    """--update replaces the recounted rows of an existing table and keeps the others, in their order."""
+    """--update replaces the recounted rows of an existing table and keeps the others, in their order;
+    a new row goes after its task's last row."""
     import pandas as pd
 
-    table = pd.DataFrame(dict(task=["nmt", "nmt", "nmt", "nmt"], slot=["", "enc-self", "enc-self", "dec-self"],
-                              variant=["baseline", "1111", "0010", "0010"], input_size="50 tokens",
-                              gmacs_model=[0.0, 1.0, 2.0, 3.0], gmacs_attention=-1.0, analytic_check="ok",
-                              params_model_m=1.0, published=[27.3, None, None, None], published_source=""))
+    table = pd.DataFrame(dict(task=["nmt", "nmt", "nmt", "nmt", "seg"], slot=["", "enc-self", "enc-self", "dec-self", ""],
+                              variant=["baseline", "1111", "0010", "0010", "baseline"], input_size="50 tokens",
+                              gmacs_model=[0.0, 1.0, 2.0, 3.0, 4.0], gmacs_attention=-1.0, analytic_check="ok",
+                              params_model_m=1.0, published=[27.3, None, None, None, None], published_source=""))
     table.to_csv(tmp_path / "flops.csv", index=False)
     proc = subprocess.run([sys.executable, "tools/flops_table.py", "--tasks", "nmt", "--variants", "0010",
                            "--out", str(tmp_path), "--update"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     updated = pd.read_csv(tmp_path / "flops.csv")
     assert list(zip(updated["slot"].fillna(""), updated["variant"])) == [
-        ("", "baseline"), ("enc-self", "1111"), ("enc-self", "0010"), ("dec-self", "0010"), ("enc-dec", "0010")]
-    assert updated["gmacs_attention"].tolist()[1] == -1.0  # not recounted: kept as it was
-    assert (updated["gmacs_attention"].drop(index=1) >= 0).all() and updated.loc[0, "published"] == 27.3
+        ("", "baseline"), ("enc-self", "1111"), ("enc-self", "0010"), ("dec-self", "0010"), ("enc-dec", "0010"),
+        ("", "baseline")]
+    assert updated["task"].tolist() == ["nmt"] * 5 + ["seg"]
+    assert updated["gmacs_attention"].tolist()[1] == updated["gmacs_attention"].tolist()[5] == -1.0  # kept as they were
+    assert (updated["gmacs_attention"].drop(index=[1, 5]) >= 0).all() and updated.loc[0, "published"] == 27.3
+
+
+def test_every_mechanism_counts_its_macs_from_its_forward_arguments():
+    """One FLOPs protocol: each mechanism's macs() takes forward()'s arguments, and the counting hook
+    calls it with those of the call it counts."""
+    import inspect
+
+    from attnbench.variants import ALL_MECHANISMS
+
+    classes = {c for m in ALL_MECHANISMS for c in (m.module, m.sequence_module) if c is not None}
+    for cls in classes:
+        assert list(inspect.signature(cls.macs).parameters) == list(inspect.signature(cls.forward).parameters), cls

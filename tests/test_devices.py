@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from attnbench.attention import (
-    ALL_FACTORS, BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, DeformConv1d, DeformConv2d,
-    DoubleAttention, DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention, GatherExcite,
+    ALL_FACTORS, BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, CrissCrossAttention, DeformConv1d,
+    DeformConv2d, DoubleAttention, DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention, GatherExcite,
     GeneralizedAttention, GeneralizedAttention1d, GlobalContext, InteractionAggregation2d, LightweightConv1d,
     ModulatedDeformConv2d, NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d,
     SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite,
@@ -65,6 +65,7 @@ MAP_MODULES = {
     "frequency": lambda: FrequencyChannelAttention(C, reduction=4, frequency_selection="top4"),
     "gather_excite": lambda: GatherExcite(C, extent=2, parametric=True),
     "interaction_aggregation": lambda: InteractionAggregation2d(C),
+    "criss_cross": lambda: CrissCrossAttention(C, reduction=4),
     "residual_attention": lambda: ResidualAttention(C),
     "selective_kernel": lambda: SelectiveKernelConv2d(C, C, reduction=4, min_hidden=8),
     "scse": lambda: SpatialChannelSqueezeExcite(C),

@@ -12,7 +12,7 @@ from mmengine.registry import DATASETS, MODELS, init_default_scope
 import attnbench.mm  # noqa: F401
 from attnbench.attention import GlobalContext, NonLocal2d
 from attnbench.config_files import vision_config_path
-from attnbench.mm.runner import load_config
+from attnbench.mm.run_setup import load_config
 from attnbench.mm.plugins import PLUGINS
 from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
 

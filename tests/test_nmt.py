@@ -18,14 +18,14 @@ from attnbench.data.translation import (
 from attnbench.mm.nmt import CorpusBLEU
 from attnbench.models import transformer_nmt
 from attnbench.models.transformer_nmt import MECHANISMS, Mechanism, TransformerNMT, build_slot
+from attnbench.variants import SLOTS
 
 VOCAB = 40
-SLOT_ARGS = {"encoder": "encoder_self_attention", "decoder": "decoder_self_attention", "cross": "cross_attention"}
 # Options that make every term matter: all four factors, areas of 2, short kernels.
 OPTIONS = {"generalized": dict(attention_type="1111"), "area": dict(max_area_width=2),
            "lightweight": dict(kernel_size=3), "dynamic": dict(kernel_size=3), "deformable": dict(kernel_size=3)}
-DECODER_MECHANISMS = sorted(n for n, m in MECHANISMS.items() if "decoder" in m.slots)
-SLOT_MECHANISMS = [(slot, name) for slot in SLOT_ARGS for name, m in sorted(MECHANISMS.items()) if slot in m.slots]
+DECODER_MECHANISMS = sorted(n for n, m in MECHANISMS.items() if "dec-self" in m.slots)
+SLOT_MECHANISMS = [(slot, name) for slot in SLOTS for name, m in sorted(MECHANISMS.items()) if slot in m.slots]
 
 
 def slot_cfg(name):
@@ -63,10 +63,10 @@ def with_bos(target):
 
 @pytest.mark.parametrize("slot, name", SLOT_MECHANISMS)
 def test_every_slot_and_mechanism_trains_a_step(slot, name):
-    model = TransformerNMT(VOCAB, 16, 2, 32, 1, 1, **{SLOT_ARGS[slot]: slot_cfg(name)})
+    model = TransformerNMT(VOCAB, 16, 2, 32, 1, 1, **{SLOTS[slot].argument: slot_cfg(name)})
     src, tgt = tokens([5, 3]), with_bos(tokens([4, 6]))
-    slot_module = {"encoder": model.encoder_layers[0].self_attn, "decoder": model.decoder_layers[0].self_attn,
-                   "cross": model.decoder_layers[0].cross_attn}[slot]
+    slot_module = {"enc-self": model.encoder_layers[0].self_attn, "dec-self": model.decoder_layers[0].self_attn,
+                   "enc-dec": model.decoder_layers[0].cross_attn}[slot]
     before = [p.detach().clone() for p in slot_module.parameters()]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loss = model(src, tgt, mode="loss")["loss"]
@@ -77,7 +77,7 @@ def test_every_slot_and_mechanism_trains_a_step(slot, name):
 
 
 def test_standard_slot_is_multi_head_attention():
-    slot = build_slot("decoder", dict(type="standard"), 16, 4, 0.0).double()
+    slot = build_slot("dec-self", dict(type="standard"), 16, 4, 0.0).double()
     mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).double()
     attention = slot.attention
     with torch.no_grad():
@@ -163,10 +163,10 @@ def test_predict_mode_and_generate_follow_decode_cfg():
 
 
 @pytest.mark.parametrize("slot, cfg, match", [
-    ("encoder", dict(type="transformer-xl"), "encoder slot: unknown mechanism 'transformer-xl'"),
-    ("cross", dict(type="dynamic"), "cross slot needs attention from the target .* 'dynamic' cannot"),
-    ("cross", dict(type="deformable"), "choose one of \\['area', 'generalized', 'standard'\\]"),
-    ("decoder", dict(), "decoder slot: unknown mechanism None"),
+    ("enc-self", dict(type="transformer-xl"), "enc-self slot: unknown mechanism 'transformer-xl'"),
+    ("enc-dec", dict(type="dynamic"), "enc-dec slot needs attention from the target .* 'dynamic' cannot"),
+    ("enc-dec", dict(type="deformable"), "choose one of \\['area', 'generalized', 'standard'\\]"),
+    ("dec-self", dict(), "dec-self slot: unknown mechanism None"),
 ])
 def test_bad_slot_config(slot, cfg, match):
     with pytest.raises(ValueError, match=match):
@@ -174,10 +174,10 @@ def test_bad_slot_config(slot, cfg, match):
 
 
 def test_a_mechanism_that_cannot_be_causal_is_refused_in_the_decoder(monkeypatch):
-    bidirectional = Mechanism(MECHANISMS["standard"].build, frozenset({"encoder", "cross"}))
+    bidirectional = Mechanism(MECHANISMS["standard"].build, frozenset({"enc-self", "enc-dec"}))
     monkeypatch.setitem(transformer_nmt.MECHANISMS, "bidirectional", bidirectional)
-    build_slot("encoder", dict(type="bidirectional"), 16, 2, 0.0)
-    with pytest.raises(ValueError, match="decoder slot needs causal self-attention .* 'bidirectional' cannot"):
+    build_slot("enc-self", dict(type="bidirectional"), 16, 2, 0.0)
+    with pytest.raises(ValueError, match="dec-self slot needs causal self-attention .* 'bidirectional' cannot"):
         TransformerNMT(VOCAB, 16, 2, 32, 1, 1, decoder_self_attention=dict(type="bidirectional"))
 
 

@@ -330,12 +330,13 @@ def test_gradcheck(name):
 def test_macs_match_the_counter(name, shape):
     m = BUILDERS[name](shape[1]).eval()
     shape = (shape[0], m.in_channels, *shape[2:])
-    measured = count_macs(m, torch.randn(shape))
+    x = torch.randn(shape)
+    measured = count_macs(m, x)
     if name in ("ge", "ge_extent4"):
-        assert measured == m.macs(shape) == 0  # parameter-free: pooling and gating only
+        assert measured == m.macs(x) == 0  # parameter-free: pooling and gating only
     else:
         assert measured > 0
-        assert abs(m.macs(shape) - measured) <= 0.02 * measured, (m.macs(shape), measured)
+        assert abs(m.macs(x) - measured) <= 0.02 * measured, (m.macs(x), measured)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -358,8 +359,8 @@ def test_bad_input_shapes_are_rejected(name, shape):
                                                       r"multiples of groups \(3\)"),
     (lambda: SelectiveKernelConv2d(16, 16, bias=True), "bias=True is not supported"),
     (lambda: SelectiveKernelConv2d(16, 16, num_paths=1), "num_paths must be an int >= 2, got 1"),
-    (lambda: SelectiveKernelConv2d(16, 16, reduction=0), "reduction must be an int >= 1, got 0"),
-    (lambda: SelectiveKernelConv2d(0, 16), "in_channels must be an int >= 1, got 0"),
+    (lambda: SelectiveKernelConv2d(16, 16, reduction=0), "reduction must be a positive integer, got 0"),
+    (lambda: SelectiveKernelConv2d(0, 16), "in_channels must be a positive integer, got 0"),
     (lambda: SpatialPyramidAttention(16, reduction=0), "reduction must be >= 1, got 0"),
     (lambda: SpatialPyramidAttention(16, pool_sizes=()), r"pool_sizes must be a non-empty sequence of ints "
                                                          r">= 1, got \(\)"),

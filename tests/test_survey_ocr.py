@@ -129,9 +129,10 @@ def test_gradcheck():
 @pytest.mark.parametrize("shape,k", [((2, 64, 12, 10), 19), ((1, 32, 7, 9), 3)])
 def test_macs_match_the_counter(shape, k):
     m = ObjectContext(shape[1]).eval()
-    measured = count_macs(m, torch.randn(shape), torch.randn(shape[0], k, *shape[2:]))
+    feats, regions = torch.randn(shape), torch.randn(shape[0], k, *shape[2:])
+    measured = count_macs(m, feats, regions)
     assert measured > 0
-    assert abs(m.macs(shape, k) - measured) <= 0.02 * measured, (m.macs(shape, k), measured)
+    assert abs(m.macs(feats, regions) - measured) <= 0.02 * measured, (m.macs(feats, regions), measured)
 
 
 @pytest.mark.parametrize("feats_shape,regions_shape,message", [

@@ -1,16 +1,18 @@
-"""Survey self-attention family (issue #7): DANet dual attention, APNB, IAUnet's IAU, on values."""
+"""Survey self-attention family (issue #7): DANet dual attention, APNB, IAUnet's IAU, CCNet's criss-cross
+attention, on values."""
 import pytest
 import torch
 from mmseg.models.decode_heads.ann_head import APNB
 from mmseg.models.decode_heads.da_head import CAM, PAM
 
 from attnbench.attention.asymmetric_non_local import AsymmetricNonLocal2d
+from attnbench.attention.criss_cross import CrissCrossAttention
 from attnbench.attention.dual_attention import DualAttention
 from attnbench.attention.interaction_aggregation import InteractionAggregation2d
 from attnbench.flops import count_macs
 from reference import fc, params64, randomize
 
-CLASSES = [DualAttention, AsymmetricNonLocal2d, InteractionAggregation2d]
+CLASSES = [DualAttention, AsymmetricNonLocal2d, InteractionAggregation2d, CrissCrossAttention]
 IAU_MODES = ["channel", "spatial", "both"]
 
 
@@ -116,6 +118,24 @@ def iau_reference(m, x):
     return x
 
 
+def criss_cross_reference(m, x):
+    """Eq. 1-2 of CCNet, pixel by pixel: softmax over the pixel's column and row (itself once),
+    the weighted values added with gamma, ``recurrence`` times with the same weights."""
+    p, x = params64(m), x.to(torch.float64)
+    n, c, h, w = x.shape
+    for _ in range(m.recurrence):
+        q, k, v = (conv(p, name + "_conv", x) for name in ("query", "key", "value"))
+        out = torch.zeros_like(x)
+        for i in range(h):
+            for j in range(w):
+                keys = [(u, j) for u in range(h)] + [(i, u) for u in range(w) if u != j]
+                rows, columns = zip(*keys)
+                logits = torch.einsum("nc,nck->nk", q[:, :, i, j], k[:, :, rows, columns])
+                out[:, :, i, j] = torch.einsum("nk,nck->nc", logits.softmax(-1), v[:, :, rows, columns])
+        x = x + p["gamma"] * out
+    return x
+
+
 def copy_to_mmseg_pam_cam(m):
     pam, cam = PAM(m.in_channels, m.key_channels), CAM()
     names = {"query": "query_project", "key": "key_project", "value": "value_project"}
@@ -206,8 +226,29 @@ def test_interaction_aggregation_is_the_channel_then_the_spatial_step():
     torch.testing.assert_close(both(x), spatial(channel(x)), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("recurrence", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 1, 3), (2, 16, 4, 1)])
+def test_criss_cross_attention_matches_the_equations(recurrence, shape):
+    m = make(CrissCrossAttention, reduction=4, recurrence=recurrence)
+    x = torch.randn(shape)
+    torch.testing.assert_close(m(x).double(), criss_cross_reference(m, x), rtol=1e-4, atol=1e-5)
+
+
+def test_criss_cross_attention_matches_mmcv():
+    """One pass is mmcv's CrissCrossAttention on the same weights (``gamma`` is mmcv's ``Scale``)."""
+    from mmcv.ops import CrissCrossAttention as MMCVCrissCross
+
+    m = make(CrissCrossAttention, recurrence=1)
+    ref = MMCVCrissCross(16)
+    state = {k: v for k, v in m.state_dict().items() if k != "gamma"}
+    ref.load_state_dict({**state, "gamma.scale": m.gamma.detach().clone()})
+    x = torch.randn(2, 16, 6, 9)
+    torch.testing.assert_close(m(x), ref(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("cls,kwargs", [(DualAttention, {}), (AsymmetricNonLocal2d, dict(pool_sizes=(1, 2))),
-                                        *[(InteractionAggregation2d, dict(mode=mode)) for mode in IAU_MODES]])
+                                        *[(InteractionAggregation2d, dict(mode=mode)) for mode in IAU_MODES],
+                                        (CrissCrossAttention, {})])
 def test_gradcheck(cls, kwargs):
     m = make(cls, channels=6, **kwargs).double()
     x = torch.randn(2, 6, 3, 2, dtype=torch.float64, requires_grad=True)
@@ -222,7 +263,8 @@ def test_defaults_build_for_benchmark_widths(cls, channels):
 
 
 @pytest.mark.parametrize("cls,width", [(DualAttention, "key_channels"), (AsymmetricNonLocal2d, "key_channels"),
-                                       (InteractionAggregation2d, "node_channels")])
+                                       (InteractionAggregation2d, "node_channels"),
+                                       (CrissCrossAttention, "key_channels")])
 def test_reductions_clamp_to_one_channel(cls, width):
     m = make(cls, reduction=32)
     assert getattr(m, width) == 1
@@ -231,13 +273,15 @@ def test_reductions_clamp_to_one_channel(cls, width):
 
 
 @pytest.mark.parametrize("cls,kwargs", [(DualAttention, {}), (AsymmetricNonLocal2d, {}),
-                                        *[(InteractionAggregation2d, dict(mode=mode)) for mode in IAU_MODES]])
+                                        *[(InteractionAggregation2d, dict(mode=mode)) for mode in IAU_MODES],
+                                        (CrissCrossAttention, {})])
 @pytest.mark.parametrize("shape", [(2, 64, 12, 10), (3, 32, 7, 9)])
 def test_macs_match_the_counter(cls, kwargs, shape):
     m = cls(shape[1], **kwargs)
-    measured = count_macs(m, torch.randn(shape))
+    x = torch.randn(shape)
+    measured = count_macs(m, x)
     assert measured > 0
-    assert abs(m.macs(shape) - measured) <= 0.02 * measured, (m.macs(shape), measured)
+    assert abs(m.macs(x) - measured) <= 0.02 * measured, (m.macs(x), measured)
 
 
 @pytest.mark.parametrize("build,message", [
@@ -254,6 +298,9 @@ def test_macs_match_the_counter(cls, kwargs, shape):
      r"mode must be one of \('spatial', 'channel', 'both'\), got 'temporal'"),
     (lambda: InteractionAggregation2d(16, reduction=0), "reduction must be >= 1, got 0"),
     (lambda: InteractionAggregation2d(16, num_parts=1), "num_parts must be >= 2, got 1"),
+    (lambda: CrissCrossAttention(0), "in_channels must be >= 1, got 0"),
+    (lambda: CrissCrossAttention(16, reduction=0), "reduction must be >= 1, got 0"),
+    (lambda: CrissCrossAttention(16, recurrence=0), "recurrence must be >= 1, got 0"),
 ])
 def test_bad_arguments_are_rejected(build, message):
     with pytest.raises(ValueError, match=message):

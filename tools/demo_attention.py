@@ -37,7 +37,7 @@ def main() -> None:
             err = (y.double() - m.double()(x.double())).abs().max().item()
             m.float()
         params = sum(q.numel() for q in m.parameters())
-        print(f"{factors:8} {params:8d} {m.macs(tuple(x.shape)) / 1e6:8.2f} "
+        print(f"{factors:8} {params:8d} {m.macs(x) / 1e6:8.2f} "
               f"{count_macs(m, x) / 1e6:8.2f} {ms:7.1f} {err:18.2e}")
 
 

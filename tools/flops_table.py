@@ -81,9 +81,12 @@ def main() -> int:
     out = Path(args.out)
     if args.update and (out / "flops.csv").exists():  # the recounted rows in place, the others as they were
         old = pd.read_csv(out / "flops.csv", keep_default_na=False)
-        position = {key: i for i, key in enumerate(_row_keys(old))}
         table = pd.concat([old[~_row_keys(old).isin(set(_row_keys(table)))], table])
-        table = table.iloc[_row_keys(table).map(lambda k: position.get(k, len(position))).argsort(kind="stable")]
+        # a row new to the table goes after the last old row of its task
+        position = {key: i for i, key in enumerate(_row_keys(old))}
+        last = {task: i for i, task in enumerate(old["task"])}
+        order = [position.get(key, last.get(task, len(old)) + 0.5) for key, task in zip(_row_keys(table), table["task"])]
+        table = table.iloc[pd.Series(order).argsort(kind="stable").to_numpy()]
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "flops.csv", index=False)
     (out / "flops.md").write_text(table.astype(object).fillna("").to_markdown(index=False) + "\n")

@@ -6,7 +6,7 @@ import argparse
 
 from mmengine.runner import Runner
 
-from attnbench.mm.runner import add_config_args, closing_process_group, config_from_args, resumable_checkpoints
+from attnbench.mm.run_setup import add_config_args, closing_process_group, config_from_args, resumable_checkpoints
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ from .asymmetric_non_local import AsymmetricNonLocal2d
 from .area_attention import AreaAttention1d, AreaAttention2d, AreaKeyCombiner, Areas, area_attention, count_areas
 from .bam import BAM
 from .cbam import CBAM
+from .criss_cross import CrissCrossAttention
 from .deformable_conv import DeformConv2d, ModulatedDeformConv2d
 from .deformable_conv1d import DeformConv1d
 from .double_attention import DoubleAttention
@@ -31,7 +32,7 @@ __all__ = [
     "ALL_FACTORS", "AttentionFactors", "DeformConv1d", "DeformConv2d", "DynamicConv1d", "DynamicConv2d",
     "GeneralizedAttention", "GeneralizedAttention1d", "LightweightConv1d", "ModulatedDeformConv2d",
     "dynamic_conv1d", "separable_bias_attention", "sinusoidal_embedding",
-    "AsymmetricNonLocal2d", "BAM", "CBAM", "DoubleAttention", "DualAttention", "FrequencyChannelAttention",
+    "AsymmetricNonLocal2d", "BAM", "CBAM", "CrissCrossAttention", "DoubleAttention", "DualAttention", "FrequencyChannelAttention",
     "GatherExcite", "GlobalContext", "InteractionAggregation2d", "NonLocal2d", "ObjectContext",
     "ResidualAttention", "SelectiveKernelConv2d", "SpatialChannelSqueezeExcite", "SpatialPyramidAttention",
     "SqueezeExcite",

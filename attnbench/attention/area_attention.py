@@ -210,7 +210,7 @@ class AreaKeyCombiner(nn.Module):
         z = torch.cat(statistics, -1) if self.join == "concat" else sum(statistics)
         return self.output(F.relu(self.hidden(z)))
 
-    def macs(self, num_areas: int) -> int:
+    def head_macs(self, num_areas: int) -> int:
         """Multiply-adds of one call on ``num_areas`` areas of one head."""
         return num_areas * (self.in_features + self.head_dim) * self.head_dim
 
@@ -392,7 +392,7 @@ class _AreaAttentionBase(nn.Module):
         """Area-key MLP, logits (twice with top-k: selection, then attention) and weighted values."""
         total = (2 + bool(self.top_k_areas)) * batch * self.num_heads * num_queries * num_areas * self.head_dim
         if self.key_combiner is not None:
-            total += batch * self.num_heads * self.key_combiner.macs(num_areas)
+            total += batch * self.num_heads * self.key_combiner.head_macs(num_areas)
         return total
 
 
@@ -448,9 +448,12 @@ class AreaAttention1d(_AreaAttentionBase):
         out = self._attend(q, k, v, 1, causal, key_padding_mask)  # (B, heads, T, d)
         return self.out_proj(out.transpose(1, 2).reshape(query.shape))
 
-    def macs(self, batch: int, num_queries: int, num_keys: int | None = None) -> int:
-        """Multiply-adds of one forward pass (``num_keys`` = memory length; None for self-attention)."""
-        t, s = num_queries, num_queries if num_keys is None else num_keys
+    def macs(self, query: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False,
+             key_padding_mask: torch.Tensor | None = None) -> int:
+        """Multiply-adds of ``forward(query, memory, ...)``; causality and padding (the other
+        arguments) do not change them."""
+        batch, t, _ = query.shape
+        s = t if memory is None else memory.shape[1]
         projections = batch * (2 * t + 2 * s) * self.embed_dim * self.embed_dim
         return projections + self._attention_macs(batch, t, count_areas(s, self.max_area_width))
 
@@ -515,9 +518,9 @@ class AreaAttention2d(_AreaAttentionBase):
         out = out.transpose(2, 3).reshape(n, c, h, w)
         return x + self.gamma * self.out_conv(out)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``."""
-        batch, _, height, width = input_shape
+        batch, _, height, width = x.shape
         key_height, key_width = -(-height // self.kv_stride), -(-width // self.kv_stride)
         pixels, key_pixels = height * width, key_height * key_width
         projections = batch * 2 * (pixels + key_pixels) * self.in_channels ** 2

@@ -100,10 +100,10 @@ class AsymmetricNonLocal2d(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v)[:, 0]  # (N, HW, C'), logits scaled by 1 / sqrt(C')
         return x + self.out_conv(out.transpose(1, 2).reshape(n, self.key_channels, h, w))
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the query/key conv and the
         output conv on ``HW`` pixels, the value conv on ``min(HW, S)`` positions, and the
         ``HW x S`` attention (logits and sum over ``C'``)."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         hw, ck, s = h * w, self.key_channels, self.num_samples
         return n * (2 * hw * c * ck + min(hw, s) * c * ck + 2 * hw * s * ck)

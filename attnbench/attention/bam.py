@@ -84,10 +84,10 @@ class BAM(nn.Module):
         spatial = self.spatial_gate(x)  # (N, 1, H, W)
         return x + x * torch.sigmoid(channel + spatial)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the channel MLP on the pooled vector,
         and per pixel the 1x1 reduction, the dilated 3x3 convs and the 1x1 conv to one map."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         hidden = self.hidden_channels
         per_pixel = c * hidden + NUM_DILATED_CONVS * 9 * hidden * hidden + hidden
         return n * (2 * c * hidden + h * w * per_pixel)

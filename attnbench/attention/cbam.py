@@ -61,8 +61,8 @@ class CBAM(nn.Module):
         maps = torch.cat([x.mean(1, keepdim=True), x.amax(1, keepdim=True)], 1)  # (N, 2, H, W)
         return x * torch.sigmoid(self.spatial_conv(maps))
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the MLP on two pooled vectors and
         the ``k x k`` spatial conv."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         return n * (2 * 2 * c * self.hidden_channels + h * w * 2 * self.spatial_kernel ** 2)

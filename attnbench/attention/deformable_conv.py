@@ -123,13 +123,13 @@ class _DeformConv2dBase(nn.Module):
         x, offset, weight, bias, mask = to_common_dtype(x, offset, self.weight, self.bias, mask)
         return deform_conv2d(x, offset, weight, bias, self.stride, self.padding, self.dilation, mask)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.
 
         Counts the offset-branch conv and the convolution over the sampled columns; not the
         bilinear sampling, the sigmoid or the mask product (elementwise, as in ``attnbench.flops``).
         """
-        n, _, height, width = input_shape
+        n, _, height, width = x.shape
         h_out, w_out = self.output_size(height, width)
         taps = self.kernel_size[0] * self.kernel_size[1]
         per_position = (self.out_channels * (self.in_channels // self.groups) * taps

@@ -128,13 +128,13 @@ class DeformConv1d(nn.Module):
         out = torch.einsum("btkgc,gock->btgo", sampled, weight).reshape(b, t, self.out_channels)
         return out if self.bias is None else out + self.bias
 
-    def macs(self, input_shape: tuple[int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(B, T, C)``.
 
         Counts the offset-branch conv and the contraction of the sampled columns with the weight;
         not the interpolation (elementwise, as in ``attnbench.flops``).
         """
-        b, t, _ = input_shape
+        b, t, _ = x.shape
         k = self.kernel_size
         per_step = (self.out_channels * (self.in_channels // self.groups) * k
                     + self.conv_offset.out_channels * self.in_channels * k)

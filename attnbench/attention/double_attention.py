@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 
 def double_attention(features: torch.Tensor, gather_logits: torch.Tensor,
@@ -64,8 +65,7 @@ class DoubleAttention(nn.Module):
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) embedding with zero bias and a zero output conv (the block
         starts as identity)."""
-        nn.init.kaiming_normal_(self.embed.weight, mode="fan_in", nonlinearity="relu")
-        nn.init.zeros_(self.embed.bias)
+        kaiming_init_(self.embed)
         nn.init.zeros_(self.out_conv.weight)
         nn.init.zeros_(self.out_conv.bias)
 
@@ -79,9 +79,9 @@ class DoubleAttention(nn.Module):
         z = double_attention(a, b, v).view(n, self.attention_channels, h, w)
         return x + self.out_conv(z)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the ``C -> 3c`` embedding, the
         gather and distribute products (``c x c x HW`` each) and the ``c -> C`` output conv."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         inner = self.attention_channels
         return n * h * w * (3 * c * inner + 2 * inner * inner + inner * c)

@@ -99,10 +99,10 @@ class DualAttention(nn.Module):
         context = self.gamma_position * position.transpose(1, 2) + self.gamma_channel * channel
         return x + context.reshape_as(x)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the three 1x1 convs, the
         ``HW x HW`` position attention (logits over ``C'``, sum over ``C``) and the ``C x C``
         channel attention (two products over ``HW``)."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         hw, ck = h * w, self.key_channels
         return n * (hw * c * (2 * ck + c) + hw * hw * (ck + c) + 2 * c * c * hw)

@@ -183,8 +183,10 @@ class _HeadSharedConv1d(nn.Module, ABC):
         out = dynamic_conv1d(x, weight, self.padding_l, self.path)
         return out if self.bias is None else out + self.bias
 
-    def macs(self, batch: int, length: int) -> int:
-        """Multiply-adds of one forward pass on ``(batch, length, C)``, on the path it would take."""
+    def macs(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> int:
+        """Multiply-adds of ``forward(x, key_padding_mask)`` on the path it would take (the mask
+        does not change them)."""
+        batch, length, _ = x.shape
         conv = dynamic_conv1d_macs(batch, length, self.embed_dim, self.kernel_size, self.path)
         return self.kernel_macs(batch, length) + conv
 

@@ -77,9 +77,9 @@ class DynamicConv2d(nn.Module):
         out = torch.einsum("nmrjp,nmjp->nmrp", windows, weight).reshape(n, c, h, w)
         return x + self.gamma * self.proj_conv(out)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the three 1x1 convs and the taps."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         taps = self.kernel_size ** 2
         per_pixel = c * self.num_heads * taps + 2 * c * c + c * taps
         return n * h * w * per_pixel

@@ -134,8 +134,8 @@ class FrequencyChannelAttention(nn.Module):
         gate = torch.sigmoid(self.fc2(F.relu(self.fc1(spectrum))))  # (N, C)
         return x * gate[:, :, None, None]
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the DCT weighted sum (``C D^2`` per
         sample) and the two fcs (the adaptive pooling is not counted)."""
-        n, c, _, _ = input_shape
+        n, c, _, _ = x.shape
         return n * c * (self.dct_size ** 2 + 2 * self.hidden_channels)

@@ -113,10 +113,10 @@ class GatherExcite(nn.Module):
             context = F.interpolate(context, size=x.shape[2:], mode="nearest")  # (N, C, H, W)
         return x * torch.sigmoid(context)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the depthwise gather convs (0 for
         GE-theta^-; pooling, interpolation and the gating are not counted)."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         if not self.parametric:
             return 0
         if self.extent == 0:

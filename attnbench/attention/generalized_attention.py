@@ -263,14 +263,14 @@ class GeneralizedAttention(nn.Module):
             out = F.interpolate(out, size=x.shape[2:], mode="bilinear", align_corners=False)
         return self.gamma * out + x
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.
 
         Counts the 1x1 projections, the position-feature projections and tables, and the
         attention logits and weighted sum as the module's implementation computes them on the
         device of its parameters; not the softmax, bias additions, interpolation or residual sum.
         """
-        n, c, height, width = input_shape
+        n, c, height, width = x.shape
         h, w = _strided_size(height, self.q_stride), _strided_size(width, self.q_stride)
         h_kv, w_kv = _strided_size(height, self.kv_stride), _strided_size(width, self.kv_stride)
         num_q, num_kv, d, heads = h * w, h_kv * w_kv, self.qk_embed_dim, self.num_heads

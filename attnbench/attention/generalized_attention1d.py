@@ -251,9 +251,12 @@ class GeneralizedAttention1d(nn.Module):
         out = out.transpose(1, 2).reshape(b, t, self.embed_dim)
         return self.out_proj(out)
 
-    def macs(self, batch: int, num_queries: int, num_keys: int | None = None) -> int:
-        """Multiply-adds of one forward pass (``num_keys`` = memory length; None for self-attention)."""
-        t, s = num_queries, num_queries if num_keys is None else num_keys
+    def macs(self, query: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False,
+             key_padding_mask: torch.Tensor | None = None, query_offset: int = 0) -> int:
+        """Multiply-adds of ``forward(query, memory, ...)``; causality, padding and the query offset
+        (the other arguments) do not change them."""
+        batch, t, _ = query.shape
+        s = t if memory is None else memory.shape[1]
         c, d, heads, f = self.embed_dim, self.head_dim, self.num_heads, self.factors
         total = batch * (t + s) * c * c  # value and output projections
         total += f.needs_query * batch * t * c * c + f.needs_key * batch * s * c * c

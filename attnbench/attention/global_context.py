@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
+from .init import kaiming_init_
 
 
 class GlobalContext(nn.Module):
@@ -53,8 +54,7 @@ class GlobalContext(nn.Module):
         """Kaiming-normal (fan_in) weights, zero biases, unit LayerNorm, and a zero last conv
         (the block starts as identity)."""
         for m in (self.context_conv, self.transform[0]):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
-            nn.init.zeros_(m.bias)
+            kaiming_init_(m)
         self.transform[1].reset_parameters()
         nn.init.zeros_(self.transform[3].weight)
         nn.init.zeros_(self.transform[3].bias)
@@ -69,8 +69,8 @@ class GlobalContext(nn.Module):
         context = torch.bmm(x.view(n, c, h * w), weights).view(n, c, 1, 1)  # (N, C, 1, 1)
         return x + self.transform(context)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the pooling-weight conv, the
         weighted sum and the two bottleneck convs."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         return n * (2 * h * w * c + 2 * c * self.hidden_channels)

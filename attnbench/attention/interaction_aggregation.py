@@ -136,11 +136,11 @@ class InteractionAggregation2d(nn.Module):
         updated = self.aggregate(torch.cat([parts, neighbours], 1)[..., None])[..., 0]  # (N, C', P)
         return self.spatial_update(torch.cat([updated.mean(2, keepdim=True), glob], 1)[..., None])
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``. Channel IAU: the two ``C x C x
         HW`` products and the ``C x C`` update conv at every pixel. Spatial IAU: the part-map conv
         and the part pooling (``P x C x HW`` each), then the small node-level convs and product."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         hw, cn, p = h * w, self.node_channels, self.num_parts
         total = 0
         if self.channel:

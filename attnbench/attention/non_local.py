@@ -83,9 +83,9 @@ class NonLocal2d(nn.Module):
         y = non_local_attention(embed(self.theta), embed(self.phi), embed(self.g), self.mode)
         return x + self.out_conv(y.transpose(1, 2).reshape(n, self.inter_channels, h, w))
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: four 1x1 convs and two
         ``HW x HW x C'`` products."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         hw, ci = h * w, self.inter_channels
         return n * (4 * hw * c * ci + 2 * hw * hw * ci)

@@ -127,12 +127,12 @@ class ObjectContext(nn.Module):
         context = self.out_project(context.transpose(1, 2).reshape(n, self.channels, h, w))  # (N, C, H, W)
         return self.bottleneck(torch.cat([context, feats], 1))
 
-    def macs(self, feats_shape: tuple[int, int, int, int], num_regions: int) -> int:
-        """Multiply-adds of one forward pass on ``(N, C, H, W)`` features and ``K = num_regions``
+    def macs(self, feats: torch.Tensor, regions: torch.Tensor) -> int:
+        """Multiply-adds of ``forward(feats, regions)`` on ``(N, C, H, W)`` features and ``K``
         regions: the region pooling, the units on pixels and on regions, and two ``HW x K x C'``
         products."""
-        n, c, h, w = feats_shape
-        hw, k, ci = h * w, num_regions, self.channels
+        n, c, h, w = feats.shape
+        hw, k, ci = h * w, regions.shape[1], self.channels
         pooling = hw * k * c
         pixel_units = hw * (c * ci + ci * ci + ci * c + 2 * c * c)  # phi, rho, g
         region_units = k * (c * ci + ci * ci + c * ci)  # psi, delta

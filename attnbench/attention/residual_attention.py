@@ -121,11 +121,11 @@ class ResidualAttention(nn.Module):
         check_feature_map(x, self.in_channels)
         return x * (1 + self.mask(x))
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the 1x1 reduction after the first
         pool, the 3x3 convs of the units (one per level on the way down, one per level but the
         bottom on the way up) and the two full-resolution 1x1 convs of the head."""
-        n, c, h, w = input_shape
+        n, c, h, w = x.shape
         width = self.mask_channels
         pixels = []  # pixels of levels 1 .. depth
         level_h, level_w = h, w

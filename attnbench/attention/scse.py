@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_feature_map
+from .init import kaiming_init_
 from .squeeze_excite import SqueezeExcite
 
 AGGREGATIONS = {"max": torch.maximum, "add": torch.add, "mul": torch.mul}
@@ -58,8 +59,7 @@ class SpatialChannelSqueezeExcite(nn.Module):
     def reset_parameters(self) -> None:
         """Kaiming-normal (fan_in) weights and zero biases."""
         self.channel_gate.reset_parameters()
-        nn.init.kaiming_normal_(self.spatial_conv.weight, mode="fan_in", nonlinearity="relu")
-        nn.init.zeros_(self.spatial_conv.bias)
+        kaiming_init_(self.spatial_conv)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, aggregation={self.aggregation!r}"
@@ -69,8 +69,8 @@ class SpatialChannelSqueezeExcite(nn.Module):
         spatial = x * torch.sigmoid(self.spatial_conv(x))  # (N, 1, H, W) gate, broadcast over C
         return AGGREGATIONS[self.aggregation](self.channel_gate(x), spatial)
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the channel gate's MLP and the
         per-pixel 1x1 conv ``C -> 1``."""
-        n, c, h, w = input_shape
-        return self.channel_gate.macs(input_shape) + n * h * w * c
+        n, c, h, w = x.shape
+        return self.channel_gate.macs(x) + n * h * w * c

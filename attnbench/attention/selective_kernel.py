@@ -29,13 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .checks import check_feature_map
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
+from .checks import check_feature_map, check_positive_int
+from .init import kaiming_init_
 
 
 class SelectiveKernelConv2d(nn.Module):
@@ -63,11 +58,10 @@ class SelectiveKernelConv2d(nn.Module):
                  padding: int = 1, dilation: int = 1, groups: int = 1, bias: bool = False,
                  num_paths: int = 2, reduction: int = 16, min_hidden: int = 32):
         super().__init__()
-        for name, value, minimum in [("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
-                                     ("stride", stride, 1), ("dilation", dilation, 1), ("groups", groups, 1),
-                                     ("num_paths", num_paths, 2), ("reduction", reduction, 1),
-                                     ("min_hidden", min_hidden, 1)]:
-            _check_int(name, value, minimum)
+        check_positive_int(in_channels=in_channels, out_channels=out_channels, stride=stride, dilation=dilation,
+                           groups=groups, reduction=reduction, min_hidden=min_hidden)
+        if not isinstance(num_paths, int) or num_paths < 2:
+            raise ValueError(f"num_paths must be an int >= 2, got {num_paths!r}")
         if kernel_size != 3:
             raise ValueError(f"kernel_size must be 3 (every path is a 3x3 conv), got {kernel_size!r}")
         if padding != dilation:
@@ -106,9 +100,9 @@ class SelectiveKernelConv2d(nn.Module):
     def reset_parameters(self) -> None:
         """Kaiming-normal path convs (fan_out, as ResNet convs) and fcs (fan_in); unit BatchNorms."""
         for path in self.paths:
-            nn.init.kaiming_normal_(path[0].weight, mode="fan_out", nonlinearity="relu")
+            kaiming_init_(path[0], mode="fan_out")
         for m in (self.fc_reduce, self.fc_select):
-            nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+            kaiming_init_(m)
         for m in self.modules():
             if isinstance(m, nn.BatchNorm2d):
                 m.reset_parameters()
@@ -131,10 +125,10 @@ class SelectiveKernelConv2d(nn.Module):
         """``(H', W')``: ``floor((size - 1) / stride) + 1``, as for the plain padded 3x3 conv."""
         return (height - 1) // self.stride + 1, (width - 1) // self.stride + 1
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C_in, H, W)``: the ``M`` path convs and the two
         fcs (BatchNorm, pooling, softmax and the weighted sum are not counted)."""
-        n, _, height, width = input_shape
+        n, _, height, width = x.shape
         h_out, w_out = self.output_size(height, width)
         convs = self.num_paths * h_out * w_out * self.out_channels * (self.in_channels // self.groups) * 9
         fcs = self.hidden_channels * self.out_channels * (1 + self.num_paths)

@@ -64,7 +64,7 @@ class SpatialPyramidAttention(nn.Module):
         gate = torch.sigmoid(self.fc2(F.relu(self.fc1(pyramid))))  # (N, C)
         return x * gate[:, :, None, None]
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the two fcs (pooling not counted)."""
-        n, c, _, _ = input_shape
+        n, c, _, _ = x.shape
         return n * self.hidden_channels * (self.pooled_features + c)

@@ -51,7 +51,7 @@ class SqueezeExcite(nn.Module):
         z = x.mean((2, 3), keepdim=True)  # (N, C, 1, 1)
         return x * torch.sigmoid(self.fc2(F.relu(self.fc1(z))))
 
-    def macs(self, input_shape: tuple[int, int, int, int]) -> int:
+    def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on ``(N, C, H, W)``: the two 1x1 convs on the pooled vector."""
-        n, c, _, _ = input_shape
+        n, c, _, _ = x.shape
         return n * 2 * c * self.hidden_channels

@@ -44,6 +44,7 @@ from mmengine.model import BaseModel
 from attnbench.attention import (
     AreaAttention1d, DeformConv1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, sinusoidal_embedding)
 from attnbench.data.translation import BOS_ID, EOS_ID, PAD_ID
+from attnbench.variants import SLOTS
 
 POSITION_WAVE_LENGTH = 10000.0
 
@@ -159,13 +160,6 @@ def _deformable(embed_dim: int, num_heads: int, causal: bool, dropout: float, ke
     return DeformSlot(DeformConv1d(embed_dim, embed_dim, kernel_size, deform_groups=num_heads, causal=causal))
 
 
-SLOTS = {  # slot -> what it asks of a mechanism
-    "encoder": "bidirectional self-attention over the source",
-    "decoder": "causal self-attention over the target prefix",
-    "cross": "attention from the target to the encoder output (a memory input)",
-}
-
-
 @dataclass(frozen=True)
 class Mechanism:
     """How to build a mechanism, and which slots it can fill."""
@@ -174,7 +168,7 @@ class Mechanism:
     slots: frozenset[str]
 
 
-SELF_ATTENTION = frozenset({"encoder", "decoder"})
+SELF_ATTENTION = frozenset({"enc-self", "dec-self"})
 MECHANISMS: dict[str, Mechanism] = {
     "standard": Mechanism(_standard, frozenset(SLOTS)),
     "generalized": Mechanism(_generalized, frozenset(SLOTS)),
@@ -186,16 +180,16 @@ MECHANISMS: dict[str, Mechanism] = {
 
 
 def build_slot(slot: str, cfg: dict, embed_dim: int, num_heads: int, dropout: float) -> nn.Module:
-    """The mechanism ``cfg = dict(type=name, **options)`` for ``slot`` (``encoder``, ``decoder``, ``cross``)."""
+    """The mechanism ``cfg = dict(type=name, **options)`` for ``slot`` (a key of :data:`SLOTS`)."""
     options = dict(cfg)
     name = options.pop("type", None)
     if name not in MECHANISMS:
         raise ValueError(f"{slot} slot: unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
     if slot not in MECHANISMS[name].slots:
         allowed = sorted(n for n, m in MECHANISMS.items() if slot in m.slots)
-        raise ValueError(f"{slot} slot needs {SLOTS[slot]}, which mechanism {name!r} cannot provide; "
+        raise ValueError(f"{slot} slot needs {SLOTS[slot].needs}, which mechanism {name!r} cannot provide; "
                          f"choose one of {allowed}")
-    return MECHANISMS[name].build(embed_dim, num_heads, causal=slot == "decoder", dropout=dropout, **options)
+    return MECHANISMS[name].build(embed_dim, num_heads, causal=slot == "dec-self", dropout=dropout, **options)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -245,7 +239,7 @@ class LayerSpec:
 class EncoderLayer(nn.Module):
     def __init__(self, spec: LayerSpec, self_attention: dict):
         super().__init__()
-        self.self_attn = build_slot("encoder", self_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
+        self.self_attn = build_slot("enc-self", self_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
         self.self_sub = Sublayer(spec.embed_dim, spec.dropout, spec.pre_norm)
         self.ffn = FeedForward(spec.embed_dim, spec.ffn_dim, spec.dropout)
         self.ffn_sub = Sublayer(spec.embed_dim, spec.dropout, spec.pre_norm)
@@ -258,9 +252,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, spec: LayerSpec, self_attention: dict, cross_attention: dict):
         super().__init__()
-        self.self_attn = build_slot("decoder", self_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
+        self.self_attn = build_slot("dec-self", self_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
         self.self_sub = Sublayer(spec.embed_dim, spec.dropout, spec.pre_norm)
-        self.cross_attn = build_slot("cross", cross_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
+        self.cross_attn = build_slot("enc-dec", cross_attention, spec.embed_dim, spec.num_heads, spec.attention_dropout)
         self.cross_sub = Sublayer(spec.embed_dim, spec.dropout, spec.pre_norm)
         self.ffn = FeedForward(spec.embed_dim, spec.ffn_dim, spec.dropout)
         self.ffn_sub = Sublayer(spec.embed_dim, spec.dropout, spec.pre_norm)

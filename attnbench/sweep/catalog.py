@@ -6,9 +6,9 @@ Faster R-CNN R-50-FPN at 800x1333 has a 50x84 map there, and the Bottleneck's co
 from __future__ import annotations
 
 import pandas as pd
+import torch
 import torch.nn as nn
 
-from attnbench.attention import ObjectContext
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.variants import VISION_TOKENS, Variant, mechanism_of
 
@@ -40,8 +40,10 @@ def build_mechanism(token: str, channels: int) -> nn.Module:
 def _params_and_macs(token: str, shape: tuple[int, int, int, int]) -> tuple[int, int]:
     """Parameters and analytic MACs of :func:`build_mechanism`'s module on an input of ``shape``."""
     module = build_mechanism(token, shape[1])
-    macs = module.macs(shape, REFERENCE_REGIONS) if isinstance(module, ObjectContext) else module.macs(shape)
-    return sum(p.numel() for p in module.parameters()), macs
+    inputs = [torch.empty(shape, device="meta")]  # macs() reads the shapes of forward's arguments
+    if mechanism_of(token).placement == "head":  # a decode head's context also reads the object regions
+        inputs.append(torch.empty((shape[0], REFERENCE_REGIONS, *shape[2:]), device="meta"))
+    return sum(p.numel() for p in module.parameters()), module.macs(*inputs)
 
 
 def mechanism_table(shape: tuple[int, int, int, int] = REFERENCE_SHAPE) -> pd.DataFrame:

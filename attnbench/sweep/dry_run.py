@@ -12,7 +12,7 @@ from .tasks import TASKS
 def build_model(config: str, cfg_options: dict):
     from mmengine.registry import MODELS, init_default_scope
 
-    from attnbench.mm.runner import load_config
+    from attnbench.mm.run_setup import load_config
 
     cfg = load_config(config, cfg_options=cfg_options, check_data=False)
     init_default_scope(cfg.get("default_scope", "attnbench"))

@@ -7,12 +7,9 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.variants import Variant
+from attnbench.variants import SLOTS, Variant
 
 from .tasks import PRESETS, TASKS
-
-SLOTS = ("enc-self", "dec-self", "enc-dec")
-
 
 @dataclass(frozen=True)
 class Run:
@@ -97,7 +94,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
     if slot is not None and slot not in SLOTS:
-        raise ValueError(f"unknown slot {slot!r}; choose from {SLOTS}")
+        raise ValueError(f"unknown slot {slot!r}; choose from {tuple(SLOTS)}")
     if slot is not None and all(t != "nmt" for t in tasks):
         raise ValueError(f"--slot {slot} applies to the nmt task only; tasks given: {tasks}")
     variants = (["baseline"] if baseline else []) + factors + modules

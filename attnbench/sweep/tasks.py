@@ -7,7 +7,7 @@ import torch
 
 from attnbench.config_files import diagnostic_config_path, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
-from attnbench.variants import Variant
+from attnbench.variants import SLOTS, Variant
 
 #: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
 #: trained for a few iterations and evaluated on a few samples, to check a sweep end to end in a
@@ -122,10 +122,6 @@ class TranslationTask:
         "mini": "configs/translation/transformer-mini_mini-corpus.py",
         "full": "configs/translation/transformer-base_wmt14-ende.py"})
     lengths: dict = field(default_factory=lambda: {"mini": 16, "full": 50})  # tokens per sentence
-    #: sweep slot name -> the model's config key
-    slot_keys: dict = field(default_factory=lambda: {
-        "enc-self": "encoder_self_attention", "dec-self": "decoder_self_attention",
-        "enc-dec": "cross_attention"})
 
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what translation cannot run,
@@ -136,7 +132,7 @@ class TranslationTask:
         config = parsed.translation_config()
         if config is not None:
             try:
-                build_slot("encoder", config, embed_dim=16, num_heads=4, dropout=0.0)
+                build_slot("enc-self", config, embed_dim=16, num_heads=4, dropout=0.0)
             except (ValueError, TypeError) as error:
                 raise ValueError(f"nmt variant {parsed.name!r}: {error}") from None
         return parsed.name
@@ -147,10 +143,9 @@ class TranslationTask:
 
         if variant == "baseline":
             return [None]
-        wanted = [slot] if slot else list(self.slot_keys)
-        model_slot = {"enc-self": "encoder", "dec-self": "decoder", "enc-dec": "cross"}
+        wanted = [slot] if slot else list(SLOTS)
         allowed = MECHANISMS[Variant.parse(variant).translation_config()["type"]].slots
-        bad = [s for s in wanted if model_slot[s] not in allowed]
+        bad = [s for s in wanted if s not in allowed]
         if slot and bad:
             raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
         return [s for s in wanted if s not in bad]
@@ -162,7 +157,7 @@ class TranslationTask:
         options = preset_overrides(self, preset)
         if variant == "baseline":
             return path, options
-        return path, options | {f"model.{self.slot_keys[slot]}": Variant.parse(variant).translation_config()}
+        return path, options | {f"model.{SLOTS[slot].argument}": Variant.parse(variant).translation_config()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from attnbench.flops import count_model

@@ -37,7 +37,7 @@ def execute(run: dict) -> dict:
     from mmengine.runner import Runner
 
     from attnbench.mm.hooks import RunSummaryHook
-    from attnbench.mm.runner import apply_run_protocol, load_config, resumable_checkpoints
+    from attnbench.mm.run_setup import apply_run_protocol, load_config, resumable_checkpoints
 
     from .tasks import TASKS
 

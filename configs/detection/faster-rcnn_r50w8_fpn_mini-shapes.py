@@ -64,7 +64,7 @@ optim_wrapper = dict(optimizer=dict(lr=0.04), clip_grad=dict(max_norm=10, norm_t
 default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=max_epochs))
 auto_scale_lr = dict(enable=False, base_batch_size=8)
 # One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
-# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+# (attnbench.mm.run_setup.apply_run_protocol), so runs at one seed stay comparable.
 cpu_threads = 1
 # A variant's run at seed s starts from the baseline's initial weights at seed s wherever the two
 # share a tensor (attnbench.PairedInitHook): their difference then measures the variant, not the draw.

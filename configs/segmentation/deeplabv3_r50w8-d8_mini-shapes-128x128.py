@@ -45,7 +45,7 @@ param_scheduler = [dict(type='PolyLR', eta_min=1e-4, power=0.9, begin=0, end=max
 optim_wrapper = dict(optimizer=dict(lr=0.05))
 default_hooks = dict(logger=dict(interval=20), checkpoint=dict(interval=max_iters))
 # One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
-# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+# (attnbench.mm.run_setup.apply_run_protocol), so runs at one seed stay comparable.
 cpu_threads = 1
 # A variant's run at seed s starts from the baseline's initial weights at seed s wherever the two
 # share a tensor (attnbench.PairedInitHook): their difference then measures the variant, not the draw.

@@ -18,5 +18,5 @@ model = dict(
     decode_cfg=dict(beam_size=4, len_penalty=1.0))
 default_hooks = dict(checkpoint=dict(interval=500))
 # One intra-op CPU thread per run, whatever the entry point or --jobs: CPU results depend on it
-# (attnbench.mm.runner.apply_run_protocol), so runs at one seed stay comparable.
+# (attnbench.mm.run_setup.apply_run_protocol), so runs at one seed stay comparable.
 cpu_threads = 1

@@ -1,4 +1,5 @@
-"""Config loading shared by ``tools/train.py``, ``tools/test.py`` and the sweep."""
+"""What runs before mmengine's Runner, shared by ``tools/train.py``, ``tools/test.py`` and the sweep:
+config loading and checks, the run protocol, the checkpoint allow-list and CPU distributed set-up."""
 from __future__ import annotations
 
 import os
