@@ -41,7 +41,7 @@ from .attention import (
     LightweightConv1d, ModulatedDeformConv2d, NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d,
     SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
 from .attention.factors import ALL_FACTORS, AttentionFactors
-from .attention.generalized_attention1d import SCORES
+from .attention.scores import SCORES
 
 GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical Study of Spatial Attention "
                                "Mechanisms in Deep Networks, ICCV 2019")
@@ -119,8 +119,6 @@ SLOTS: dict[str, Slot] = {
     "dec-self": Slot("decoder_self_attention", "causal self-attention over the target prefix"),
     "enc-dec": Slot("cross_attention", "attention from the target to the encoder output (a memory input)"),
 }
-#: Parameters of the 1D generalized attention only (GeneralizedAttention1d), not yet of the 2D one.
-SEQUENCE_ONLY_PARAMETERS = ("score", "hard")
 
 
 @dataclass(frozen=True)
@@ -162,8 +160,8 @@ class Mechanism:
 GENERALIZED_ATTENTION = Mechanism(
     GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
-    {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": None,
-     "hard": None}, sequence_module=GeneralizedAttention1d)
+    {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
+     "hard": "hard"}, sequence_module=GeneralizedAttention1d)
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
@@ -403,10 +401,6 @@ class Variant:
         overrides: dict = {}
         for token in self.tokens:
             mechanism, params = mechanism_of(token), self.params_of(token)
-            sequence_only = [n for n in params if n in SEQUENCE_ONLY_PARAMETERS]
-            if sequence_only:
-                raise ValueError(f"variant {self.name!r}: {sequence_only} apply to translation only (the 1D "
-                                 f"generalized attention); the 2D one has scaled dot-product soft attention")
             if mechanism.placement not in ("plugin", "conv2"):
                 if mechanism.placement == "sequence":
                     raise ValueError(f"{token!r} is a translation mechanism; it has no place in a ResNet")

@@ -16,6 +16,15 @@ def sinusoid(offsets: torch.Tensor, dim: int, wave_length: float) -> torch.Tenso
     return torch.cat([ang.sin(), ang.cos()], -1)[..., :dim]
 
 
+def attention_weights(logits: torch.Tensor, hard: int) -> torch.Tensor:
+    """Softmax over the last axis, or (``hard`` > 0) the mean over the ``hard`` visible keys of highest logit."""
+    if not hard:
+        return logits.softmax(-1)
+    order = logits.argsort(-1, descending=True)[..., :hard]
+    picked = torch.zeros_like(logits).scatter(-1, order, 1.0) * logits.isfinite()
+    return picked / picked.sum(-1, keepdim=True)
+
+
 def generalized_attention_2d(m, x: torch.Tensor) -> torch.Tensor:
     """Reference forward of ``attnbench.attention.GeneralizedAttention`` (its parameters, float64)."""
     p = params64(m)
@@ -45,8 +54,12 @@ def generalized_attention_2d(m, x: torch.Tensor) -> torch.Tensor:
         px = sinusoid(dx, half, 1000.0) @ p["appr_geom_fc_x.weight"].T / math.sqrt(2)
         py = sinusoid(dy, half, 1000.0) @ p["appr_geom_fc_y.weight"].T / math.sqrt(2)
         rel = (px + py).reshape(h * w, hk * wk, heads, d)  # (L, M, heads, d)
-    if e1:
-        logits += torch.einsum("nhld,nhmd->nhlm", q, k)
+    if e1 and m.score in ("dot", "scaled_dot"):
+        logits += torch.einsum("nhld,nhmd->nhlm", q, k) / (math.sqrt(d) if m.score == "scaled_dot" else 1)
+    if e1 and m.score == "bilinear":
+        logits += torch.einsum("nhld,hde,nhme->nhlm", q, p["score_weight"], k)
+    if e1 and m.score == "additive":
+        logits += torch.einsum("nhlmd,hd->nhlm", torch.tanh(q[:, :, :, None] + k[:, :, None]), p["score_vector"][..., 0])
     if e2:
         logits += torch.einsum("nhld,lmhd->nhlm", q, rel)
     if e3:
@@ -57,7 +70,7 @@ def generalized_attention_2d(m, x: torch.Tensor) -> torch.Tensor:
         far = ((qy[:, None] - ky[None, :]).abs() > m.spatial_range) | (
             (qx[:, None] - kx[None, :]).abs() > m.spatial_range)
         logits = logits.masked_fill(far, float("-inf"))
-    out = logits.softmax(-1) @ v  # (n, heads, L, d)
+    out = attention_weights(logits, m.hard) @ v  # (n, heads, L, d)
     out = out.transpose(2, 3).reshape(n, heads * d, h, w)
     out = torch.einsum("oc,nchw->nohw", p["proj_conv.weight"][:, :, 0, 0], out)
     out = out + p["proj_conv.bias"][None, :, None, None]
@@ -109,12 +122,7 @@ def generalized_attention_1d(m, query, memory=None, causal=False, key_padding_ma
         logits = logits.masked_fill(outside, float("-inf"))
     if key_padding_mask is not None:
         logits = logits.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    weights = logits.softmax(-1)
-    if m.hard:  # the mean of the values at the hard keys of highest logit (visible ones only)
-        order = logits.argsort(-1, descending=True)[..., :m.hard]
-        picked = torch.zeros_like(logits).scatter(-1, order, 1.0) * logits.isfinite()
-        weights = picked / picked.sum(-1, keepdim=True)
-    weights = weights.nan_to_num(0.0)  # a query that sees no key attends to nothing
+    weights = attention_weights(logits, m.hard).nan_to_num(0.0)  # a query that sees no key attends to nothing
     out = (weights @ v).transpose(1, 2).reshape(b, t, heads * d)
     return out @ p["out_proj.weight"].T + p["out_proj.bias"]
 

@@ -80,6 +80,9 @@ CASES = {
     **{f"ga2d_{f}_{implementation}": (lambda f=f, implementation=implementation: GeneralizedAttention(
         C, num_heads=4, attention_type=f, implementation=implementation), feature_map)
        for f in ("1111", "0110", "1000", "0001") for implementation in ("chunked", "fused")},
+    **{f"ga2d_1110_{score}_hard{hard}": (lambda score=score, hard=hard: GeneralizedAttention(
+        C, spatial_range=2, num_heads=4, attention_type="1110", score=score, hard=hard), feature_map)
+       for score, hard in (("scaled_dot", 0), ("bilinear", 0), ("additive", 0), ("dot", 2))},
     **{f"ga2d_{f}_range2_fused": (lambda f=f: GeneralizedAttention(
         C, spatial_range=2, num_heads=4, attention_type=f, implementation="fused"), feature_map)
        for f in ("1111", "0010")},

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from attnbench.attention import ALL_FACTORS, AttentionFactors, GeneralizedAttention
+from attnbench.attention.scores import SCORES
 from attnbench.flops import count_macs
 from reference import generalized_attention_2d
 
@@ -20,7 +21,13 @@ def make(factors, heads=4, channels=24, **kwargs):
     with torch.no_grad():
         m.gamma.fill_(0.7)  # 0 at init would hide the attention branch
         m.proj_conv.bias.normal_()
+        for name in ("score_weight", "score_vector"):  # away from init (identity: the bilinear score is dot)
+            if hasattr(m, name):
+                getattr(m, name).normal_(std=0.5)
     return m
+
+
+WITH_E1 = [f for f in ALL_FACTORS if f[0] == "1"]
 
 
 @pytest.mark.parametrize("factors", ALL_FACTORS)
@@ -77,6 +84,60 @@ def test_macs_match_flop_counter(factors, shape, q_stride, kv_stride):
     assert abs(m.macs(x) - measured) <= 0.02 * measured
 
 
+@pytest.mark.parametrize("factors", WITH_E1)
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("hard", [0, 1, 3])
+@pytest.mark.parametrize("spatial_range,q_stride,kv_stride", [(-1, 1, 2), (2, 2, 1)])
+def test_scores_and_hard_attention_match_float64_reference(factors, score, hard, spatial_range, q_stride, kv_stride):
+    m = make(factors, score=score, hard=hard, spatial_range=spatial_range, q_stride=q_stride,
+             kv_stride=kv_stride, position_magnitude=2).double()
+    x = torch.randn(2, 24, 7, 9, dtype=torch.float64)
+    torch.testing.assert_close(m(x), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("factors", ["0010", "0111", "0001"])
+@pytest.mark.parametrize("hard", [1, 4])
+def test_hard_attention_without_e1_matches_float64_reference(factors, hard):
+    m = make(factors, hard=hard, spatial_range=3, kv_stride=1).double()
+    x = torch.randn(1, 24, 6, 8, dtype=torch.float64)
+    torch.testing.assert_close(m(x), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("spatial_range", [-1, 1])
+def test_scores_gradcheck(score, spatial_range):
+    m = make("1110", heads=2, channels=4, kv_stride=1, spatial_range=spatial_range, score=score).double()
+    x = torch.randn(1, 4, 3, 4, dtype=torch.float64, requires_grad=True)
+    names = [n for n, _ in m.named_parameters()]
+    assert torch.autograd.gradcheck(
+        lambda x, *ps: torch.func.functional_call(m, dict(zip(names, ps)), (x,)), (x, *m.parameters()))
+
+
+def test_hard_attention_passes_the_soft_gradient_straight_through():
+    """What reaches the logits (query, key and position projections, E3's vector) is the soft module's
+    gradient; the values are weighted by the hard weights."""
+    hard, soft = make("1111", hard=2).double(), make("1111").double()
+    soft.load_state_dict(hard.state_dict())
+    x = torch.randn(2, 24, 5, 6, dtype=torch.float64)
+    probe = torch.randn(2, 24, 5, 6, dtype=torch.float64)
+    (hard(x) * probe).sum().backward()
+    (soft(x) * probe).sum().backward()
+    for name in ("query_conv.weight", "key_conv.weight", "appr_geom_fc_x.weight", "appr_bias"):
+        torch.testing.assert_close(hard.get_parameter(name).grad, soft.get_parameter(name).grad)
+    assert not torch.allclose(hard.value_conv.weight.grad, soft.value_conv.weight.grad)
+    assert not torch.allclose(hard(x), soft(x))
+
+
+@pytest.mark.parametrize("score", SCORES)
+@pytest.mark.parametrize("hard", [0, 2])
+@pytest.mark.parametrize("factors", ["1000", "1111", "1010"])
+def test_materialised_logits_macs_match_flop_counter(score, hard, factors):
+    m = make(factors, score=score, hard=hard, spatial_range=3)
+    x = torch.randn(2, 24, 7, 11)
+    measured = count_macs(m, x)
+    assert abs(m.macs(x) - measured) <= 0.02 * measured
+
+
 def test_channels_not_divisible_by_heads_need_no_mmcv_quirk():
     m = make("1111", heads=3, channels=21, position_embedding_dim=10)  # odd per-axis embedding (5)
     x = torch.randn(1, 21, 6, 7)
@@ -93,6 +154,9 @@ def test_channels_not_divisible_by_heads_need_no_mmcv_quirk():
     (dict(spatial_range=-2), "spatial_range"),
     (dict(spatial_range=1, kv_stride=4), "see no key"),
     (dict(implementation="flash"), "implementation"),
+    (dict(score="cosine"), "score must be one of"),
+    (dict(attention_type="0110", score="additive"), "lacks"),
+    (dict(hard=-1), "hard must be"),
 ])
 def test_bad_arguments(kwargs, match):
     args = dict(in_channels=24, num_heads=4) | kwargs

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.attention import ALL_FACTORS, GeneralizedAttention1d
-from attnbench.attention.generalized_attention1d import SCORES
+from attnbench.attention.scores import SCORES
 from attnbench.flops import count_macs
 from reference import generalized_attention_1d, padding, randomize
 

@@ -63,8 +63,8 @@ def test_parameters_reach_the_translation_slot():
         type="generalized", attention_type="1000", score="additive", hard=2)
     with pytest.raises(ValueError, match="vision tasks only"):
         Variant.parse("1111:heads=4").translation_config()
-    with pytest.raises(ValueError, match="translation only"):
-        Variant.parse("1000:score=dot").backbone_overrides()
+    (plugin,) = Variant.parse("1000:score=additive:hard=top2").backbone_overrides()["plugins"]
+    assert plugin["cfg"] | dict(score="additive", hard=2) == plugin["cfg"]
     with pytest.raises(ValueError, match="no combinations"):
         Variant.parse("0010+deformable").translation_config()
     with pytest.raises(ValueError, match="translation mechanism"):

@@ -22,6 +22,12 @@ Computation: the relative-position terms are separable, a per-query table over k
 scaled-dot-product kernel, or query chunks with recomputation in backward) and never stores the
 ``HW x HW_kv`` logits. E3 alone is query-independent: one global context vector per head.
 
+E1's score can be another function (``score``: ``scaled_dot``, ``bilinear``, ``additive``; the
+default ``dot`` is the above) and attention can be hard (``hard = K``: the mean of the values at the
+``K`` keys of highest logit, straight-through gradient); :mod:`~attnbench.attention.scores` gives the
+math. Those materialise the ``HW x HW_kv`` logits (memory grows with their number), with the
+positions outside ``spatial_range`` hidden.
+
 Deliberate differences from mmcv 2.x:
   * E2 without E4 (``0100, 0110, 1100, 1110``) is computed as above; mmcv permutes the query
     wrongly for the y axis there (crashes when h != w, wrong values when h == w).
@@ -45,6 +51,8 @@ import torch.nn.functional as F
 from .checks import check_feature_map, check_multiple, check_positive_int
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
+from .scores import (
+    add_score_parameters, attention_weights, check_score, reset_score_parameters, score_logits, score_macs)
 from .separable_bias_attention import (
     IMPLEMENTATIONS, separable_bias_attention, separable_bias_attention_macs)
 
@@ -71,6 +79,9 @@ class GeneralizedAttention(nn.Module):
         implementation: how logits with position terms are computed: ``'chunked'``, ``'fused'`` or
             ``'auto'`` (fused on CUDA, chunked elsewhere); see
             :mod:`~attnbench.attention.separable_bias_attention`. Not in mmcv's signature.
+        score: E1's score function, one of :data:`~attnbench.attention.scores.SCORES` (default
+            ``'dot'``, mmcv's). Not in mmcv's signature.
+        hard: attend to the ``hard`` keys of highest logit (0: soft attention). Not in mmcv's signature.
     """
 
     _abbr_ = "gen_attention_block"
@@ -86,12 +97,15 @@ class GeneralizedAttention(nn.Module):
         q_stride: int = 1,
         attention_type: str = "1111",
         implementation: str = "auto",
+        score: str = "dot",
+        hard: int = 0,
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
         if implementation not in IMPLEMENTATIONS:
             raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
         self.implementation = implementation
+        check_score(score, hard, self.factors, default="dot")
         check_multiple("in_channels", in_channels, "num_heads", num_heads)
         check_positive_int(kv_stride=kv_stride, q_stride=q_stride)
         if spatial_range < -1:
@@ -110,6 +124,8 @@ class GeneralizedAttention(nn.Module):
         self.position_magnitude = position_magnitude
         self.kv_stride = kv_stride
         self.q_stride = q_stride
+        self.score = score
+        self.hard = hard
 
         inner = self.qk_embed_dim * num_heads
         f = self.factors
@@ -125,6 +141,7 @@ class GeneralizedAttention(nn.Module):
             self.appr_bias = nn.Parameter(torch.empty(inner))
         if f.position:
             self.geom_bias = nn.Parameter(torch.empty(inner))
+        add_score_parameters(self, score, num_heads, self.qk_embed_dim)
         self.proj_conv = nn.Conv2d(inner, in_channels, 1, bias=True)
         self.gamma = nn.Parameter(torch.zeros(1))
         self._register_load_state_dict_pre_hook(_drop_mmcv_constraint_map)
@@ -135,7 +152,8 @@ class GeneralizedAttention(nn.Module):
         return str(self.factors)
 
     def reset_parameters(self) -> None:
-        """mmcv's initialisation: Kaiming-normal (fan_in) projections, uniform biases, gamma = 0."""
+        """mmcv's initialisation: Kaiming-normal (fan_in) projections, uniform biases, gamma = 0;
+        an identity bilinear score, an N(0, 1 / d) additive score vector."""
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="leaky_relu")
@@ -146,10 +164,13 @@ class GeneralizedAttention(nn.Module):
             if hasattr(self, name):
                 nn.init.uniform_(getattr(self, name), -bound, bound)
         nn.init.zeros_(self.gamma)
+        reset_score_parameters(self, self.qk_embed_dim)
 
     def extra_repr(self) -> str:
+        extra = f", score='{self.score}'" if self.score != "dot" else ""
+        extra += f", hard={self.hard}" if self.hard else ""
         return (f"{self.in_channels}, attention_type='{self.factors}', num_heads={self.num_heads}, "
-                f"kv_stride={self.kv_stride}, q_stride={self.q_stride}, spatial_range={self.spatial_range}")
+                f"kv_stride={self.kv_stride}, q_stride={self.q_stride}, spatial_range={self.spatial_range}{extra}")
 
     def _project_heads(self, conv: nn.Conv2d, tokens: torch.Tensor) -> torch.Tensor:
         """1x1 conv of pixel tokens straight into head layout: (N, h * w, C) -> (N, heads, h * w, d).
@@ -162,9 +183,9 @@ class GeneralizedAttention(nn.Module):
 
     @property
     def _global_context(self) -> bool:
-        """E3 alone (no query term, no position term, no range): one context vector per head and image."""
+        """E3 alone (no query term, no position term, no range), soft: one context vector per head and image."""
         f = self.factors
-        return not (f.needs_query or f.needs_position or self.spatial_range >= 0)
+        return not (f.needs_query or f.needs_position or self.spatial_range >= 0 or self.hard)
 
     def _global_context_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
         """E3 alone, without projecting keys or values: (N, L, C) -> (N, heads, 1, d).
@@ -209,8 +230,14 @@ class GeneralizedAttention(nn.Module):
         outside = offsets.abs() > self.spatial_range
         return outside.to(offsets.dtype) * (torch.finfo(offsets.dtype).min / 4)
 
+    @property
+    def _dense(self) -> bool:
+        """Whether the logits are materialised: a score other than ``dot``, or hard attention."""
+        return self.score != "dot" or bool(self.hard)
+
     def _axis_biases(self, position_query, n, grid, key_grid, like):
-        """Per-query logit tables over key columns and rows, (N, heads, L, Wk) and (N, heads, L, Hk)."""
+        """Per-query logit tables over key columns and rows, (N, heads, L, Wk) and (N, heads, L, Hk);
+        the range mask in them unless the logits are materialised (:meth:`_outside_range` hides those)."""
         (h, w), (h_kv, w_kv) = grid, key_grid
         off_x, off_y = self._axis_offsets(w, w_kv, like), self._axis_offsets(h, h_kv, like)
         if position_query is not None:
@@ -223,13 +250,35 @@ class GeneralizedAttention(nn.Module):
         else:
             bias_x = off_x.new_zeros(1, 1, 1, w, w_kv)
             bias_y = off_y.new_zeros(1, 1, h, 1, h_kv)
-        if self.spatial_range >= 0:
+        if self.spatial_range >= 0 and not self._dense:
             bias_x = bias_x + self._range_mask(off_x)               # (w, Wk) over (.., h, w, Wk)
             bias_y = bias_y + self._range_mask(off_y)[:, None, :]   # (h, 1, Hk) over (.., h, w, Hk)
         shape = (n, self.num_heads, h, w)
         bias_x = bias_x.expand(*shape, w_kv).reshape(n, self.num_heads, h * w, w_kv)
         bias_y = bias_y.expand(*shape, h_kv).reshape(n, self.num_heads, h * w, h_kv)
         return bias_x, bias_y
+
+    def _outside_range(self, grid, key_grid, like) -> torch.Tensor:
+        """Bool (h * w, Hk * Wk): True for a key beyond ``spatial_range`` of the query on either axis."""
+        (h, w), (h_kv, w_kv) = grid, key_grid
+        far_x = self._axis_offsets(w, w_kv, like).abs() > self.spatial_range  # (w, Wk)
+        far_y = self._axis_offsets(h, h_kv, like).abs() > self.spatial_range  # (h, Hk)
+        return (far_y[:, None, :, None] | far_x[None, :, None, :]).reshape(h * w, h_kv * w_kv)
+
+    def _dense_attention(self, query, key, value, bias_x, bias_y, grid, key_grid, like) -> torch.Tensor:
+        """Attention over materialised logits, (N, heads, h * w, d): E1 under :attr:`score`, E3 per key,
+        the position tables summed over each key's row and column, soft or :attr:`hard` weights."""
+        f = self.factors
+        logits = like.new_zeros(())
+        if f.query_key:
+            logits = logits + score_logits(self, self.score, query, key, 1.0)
+        if f.key:
+            logits = logits + self.appr_bias.view(1, self.num_heads, 1, -1) @ key.transpose(-1, -2)
+        if bias_x is not None:
+            logits = logits + (bias_y[..., :, None] + bias_x[..., None, :]).flatten(-2)
+        if self.spatial_range >= 0:
+            logits = logits.masked_fill(self._outside_range(grid, key_grid, like), float("-inf"))
+        return attention_weights(logits, self.hard) @ value
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_feature_map(x, self.in_channels)
@@ -247,15 +296,18 @@ class GeneralizedAttention(nn.Module):
             query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)) if f.needs_query else None
             key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
             value = self._project_heads(self.value_conv, tokens_kv)
-            content_query = self._query_side(query, f.query_key, "appr_bias" if f.key else None)
             position_query = self._query_side(query, f.query_position, "geom_bias" if f.position else None)
             bias_x = bias_y = None
-            if position_query is not None or self.spatial_range >= 0:
+            if position_query is not None or (self.spatial_range >= 0 and not self._dense):
                 bias_x, bias_y = self._axis_biases(position_query, n, (h, w), (h_kv, w_kv), x)
-            if content_query is not None:
-                content_query = content_query.expand(n, -1, h * w, -1)
-            out = separable_bias_attention(content_query, key, value, bias_x, bias_y, (h_kv, w_kv),
-                                           self.implementation)
+            if self._dense:
+                out = self._dense_attention(query, key, value, bias_x, bias_y, (h, w), (h_kv, w_kv), x)
+            else:
+                content_query = self._query_side(query, f.query_key, "appr_bias" if f.key else None)
+                if content_query is not None:
+                    content_query = content_query.expand(n, -1, h * w, -1)
+                out = separable_bias_attention(content_query, key, value, bias_x, bias_y, (h_kv, w_kv),
+                                               self.implementation)
 
         out = out.transpose(2, 3).reshape(n, self.num_heads * self.qk_embed_dim, h, w)
         out = self.proj_conv(out)
@@ -284,6 +336,9 @@ class GeneralizedAttention(nn.Module):
             total += (w * w_kv + h * h_kv) * (self.position_embedding_dim // 2) * inner
             table_batch = n if f.query_position else 1
             total += table_batch * heads * num_q * (w_kv + h_kv) * d
+        if self._dense:  # E1 under its score, E3 per key, the weighted sum of values
+            total += f.query_key * score_macs(self.score, n * heads, num_q, num_kv, d)
+            return total + f.key * n * heads * num_kv * d + n * heads * num_q * num_kv * d
         key_size = (h_kv, w_kv) if f.needs_position or self.spatial_range >= 0 else None
         implementation = self.implementation
         if implementation == "auto":

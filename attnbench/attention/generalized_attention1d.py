@@ -15,13 +15,11 @@ from ``memory`` (encoder-decoder attention). E1 alone is standard multi-head att
 through ``scaled_dot_product_attention``; otherwise the position logits are computed once per
 distinct offset (``T + S - 1`` of them) and gathered into the ``T x S`` logit matrix.
 
-The score of E1 can be another function (``score``; survey of attention, Sec. 8.3): ``scaled_dot``
-(the above, the default), ``dot`` (``q_i . k_j`` unscaled), ``bilinear`` (``q_i^T W_m k_j / sqrt(d)``,
-``W_m`` learned per head, identity at the start) or ``additive`` (``w_m . tanh(q_i + k_j)``,
-Bahdanau et al. 2015, with ``q, k`` the projections above); the other terms keep their ``1 / sqrt(d)``.
-``hard = K`` attends hard: the output is the mean of the values at the ``K`` keys of highest logit
-(fewer where fewer are visible), and gradients pass straight through the softmax (the backward pass
-is that of the soft weights; Bengio et al. 2013's straight-through estimator).
+The score of E1 can be another function (``score``, :mod:`~attnbench.attention.scores`): ``scaled_dot``
+(the above, the default), ``dot`` (``q_i . k_j`` unscaled), ``bilinear`` (``q_i^T W_m k_j / sqrt(d)``)
+or ``additive`` (``w_m . tanh(q_i + k_j)``), with ``q, k`` the projections above; the other terms keep
+their ``1 / sqrt(d)``. ``hard = K`` attends hard: the mean of the values at the ``K`` keys of highest
+logit, with the soft weights' gradient (straight-through).
 
 Masks: ``causal`` hides keys with ``j > t_i``; ``window = r >= 0`` hides keys with ``|j - t_i| > r``
 (the study's Figure 4 restricts E2 to a dynamic convolution's kernel this way; a causal window keeps
@@ -39,10 +37,8 @@ import torch.nn.functional as F
 from .checks import check_multiple
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
-
-
-#: Score functions of the E1 term (query content x key content).
-SCORES = ("scaled_dot", "dot", "bilinear", "additive")
+from .scores import (
+    add_score_parameters, attention_weights, check_score, reset_score_parameters, score_logits, score_macs)
 
 
 class GeneralizedAttention1d(nn.Module):
@@ -56,7 +52,7 @@ class GeneralizedAttention1d(nn.Module):
         dropout: dropout on the attention weights during training.
         wave_length: longest wave length of the sinusoidal embedding.
         window: keep only keys within this many positions of the query (-1: all).
-        score: E1's score function, one of :data:`SCORES`.
+        score: E1's score function, one of :data:`~attnbench.attention.scores.SCORES`.
         hard: attend to the ``hard`` keys of highest logit (0: soft attention).
     """
 
@@ -77,12 +73,7 @@ class GeneralizedAttention1d(nn.Module):
         check_multiple("embed_dim", embed_dim, "num_heads", num_heads)
         if not isinstance(window, int) or window < -1:
             raise ValueError(f"window must be -1 (all keys) or an integer >= 0, got {window!r}")
-        if score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
-        if score != "scaled_dot" and not self.factors.query_key:
-            raise ValueError(f"score {score!r} changes the E1 term, which attention_type '{self.factors}' lacks")
-        if not isinstance(hard, int) or hard < 0:
-            raise ValueError(f"hard must be 0 (soft attention) or a positive number of keys, got {hard!r}")
+        check_score(score, hard, self.factors, default="scaled_dot")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.embed_dim = embed_dim
@@ -106,10 +97,7 @@ class GeneralizedAttention1d(nn.Module):
             self.content_bias = nn.Parameter(torch.empty(num_heads, self.head_dim))
         if f.position:
             self.position_bias = nn.Parameter(torch.empty(num_heads, self.head_dim))
-        if score == "bilinear":
-            self.score_weight = nn.Parameter(torch.empty(num_heads, self.head_dim, self.head_dim))
-        if score == "additive":
-            self.score_vector = nn.Parameter(torch.empty(num_heads, self.head_dim, 1))
+        add_score_parameters(self, score, num_heads, self.head_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
         self.reset_parameters()
 
@@ -120,12 +108,10 @@ class GeneralizedAttention1d(nn.Module):
                 nn.init.xavier_uniform_(m.weight)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
-        for name in ("content_bias", "position_bias", "score_vector"):
+        for name in ("content_bias", "position_bias"):
             if hasattr(self, name):
                 nn.init.normal_(getattr(self, name), std=self.head_dim ** -0.5)
-        if hasattr(self, "score_weight"):
-            with torch.no_grad():
-                self.score_weight.copy_(torch.eye(self.head_dim).expand_as(self.score_weight))
+        reset_score_parameters(self, self.head_dim)
 
     @property
     def attention_type(self) -> str:
@@ -183,20 +169,6 @@ class GeneralizedAttention1d(nn.Module):
                  - torch.arange(num_q, device=offsets.device)[:, None] + num_q - 1)
         return all_offsets.gather(-1, index.expand(*all_offsets.shape[:2], -1, -1))
 
-    def _score(self, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-        """E1 under :attr:`score` (other than ``scaled_dot``), (B, heads, T, S)."""
-        if self.score == "dot":
-            return q @ k.transpose(-1, -2)
-        if self.score == "bilinear":
-            return (q @ self.score_weight) @ k.transpose(-1, -2) * scale
-        return (torch.tanh(q[:, :, :, None, :] + k[:, :, None, :, :]) @ self.score_vector[:, None]).squeeze(-1)
-
-    def _hard_weights(self, logits: torch.Tensor) -> torch.Tensor:
-        """Weight ``1 / K`` on each of the ``K`` visible keys of highest logit, 0 elsewhere."""
-        top = logits.topk(min(self.hard, logits.shape[-1]), dim=-1)
-        picked = torch.zeros_like(logits).scatter(-1, top.indices, top.values.isfinite().to(logits.dtype))
-        return picked / picked.sum(-1, keepdim=True)
-
     def forward(
         self,
         query: torch.Tensor,
@@ -237,14 +209,12 @@ class GeneralizedAttention1d(nn.Module):
                 logits = logits + self._position_logits(position, t, s, query_offset)
             logits = logits * scale
             if scored:
-                logits = logits + self._score(q, k, scale)
+                logits = logits + score_logits(self, self.score, q, k, scale)
             logits = logits.expand(b, self.num_heads, t, s)
             if hidden is not None:
                 empty = hidden.all(-1, keepdim=True)  # queries that see no key: zero weights, no NaN
                 logits = logits.masked_fill(hidden & ~empty, float("-inf"))
-            weights = logits.softmax(-1)
-            if self.hard:
-                weights = self._hard_weights(logits) + weights - weights.detach()
+            weights = attention_weights(logits, self.hard)
             if hidden is not None:
                 weights = weights.masked_fill(empty, 0.0)
             out = F.dropout(weights, dropout, self.training) @ v
@@ -264,8 +234,7 @@ class GeneralizedAttention1d(nn.Module):
             total += batch * heads * t * s * d  # E1 (and E3 with it)
         else:
             total += f.key * batch * heads * s * d  # E3 alone
-            total += f.query_key * batch * heads * t * s * d  # E1: q . k, or w . tanh(q + k)
-            total += (self.score == "bilinear") * batch * heads * t * d * d
+            total += f.query_key * score_macs(self.score, batch * heads, t, s, d)
         if f.needs_position:
             total += (t + s - 1) * self.position_dim * c
             total += (batch * t if f.query_position else 1) * heads * (t + s - 1) * d
