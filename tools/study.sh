@@ -19,7 +19,8 @@
 #   fig4-det  the same on detection: kernels 3, 5, 7 against 0100:range=1,2,3 (keys within r input
 #           pixels on each axis: a (2r+1) x (2r+1) window) and unrestricted 0100
 #   scores  E1's score functions (dot, bilinear, additive; the baseline is scaled_dot) and hard attention
-#           (top1, top4) on translation's encoder-decoder and encoder self-attention slots (E1 alone)
+#           (top1, top4) on translation's encoder-decoder and encoder self-attention slots (E1 alone),
+#           then on detection (1000 is mmcv's unscaled dot; scaled_dot, bilinear, additive, top1, top4)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -80,7 +81,8 @@ for p in "${parts[@]}"; do
         scores)
             for slot in enc-dec enc-self; do
                 sweep --tasks nmt --slot "$slot" --modules 1000:score=dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4
-            done ;;
+            done
+            sweep --tasks det --modules 1000,1000:score=scaled_dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4 ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
