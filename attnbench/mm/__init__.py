@@ -14,6 +14,7 @@ from . import hooks  # noqa: E402, F401
 from . import metrics  # noqa: E402, F401
 from . import nmt  # noqa: F401
 from . import plugins  # noqa: E402, F401
+from . import vis_backends  # noqa: E402, F401
 from .registry import DATASETS, HOOKS, METRICS, MODELS
 
 __all__ = ["DATASETS", "HOOKS", "METRICS", "MODELS"]

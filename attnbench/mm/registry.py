@@ -10,6 +10,7 @@ from mmengine.registry import FUNCTIONS as MMENGINE_FUNCTIONS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import METRICS as MMENGINE_METRICS
 from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
 from mmengine.registry import Registry
 
 MODELS = Registry("model", parent=MMENGINE_MODELS, scope="attnbench", locations=["attnbench.mm"])
@@ -19,3 +20,4 @@ HOOKS = Registry("hook", parent=MMENGINE_HOOKS, scope="attnbench", locations=["a
 DATA_SAMPLERS = Registry("data sampler", parent=MMENGINE_DATA_SAMPLERS, scope="attnbench",
                          locations=["attnbench.mm"])
 FUNCTIONS = Registry("function", parent=MMENGINE_FUNCTIONS, scope="attnbench", locations=["attnbench.mm"])
+VISBACKENDS = Registry("vis_backend", parent=MMENGINE_VISBACKENDS, scope="attnbench", locations=["attnbench.mm"])

@@ -26,7 +26,7 @@ def _peak_memory_mb() -> float:
 
 def _wandb_backend(run: dict) -> dict:
     wandb = run["wandb"]
-    return dict(type="WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
+    return dict(type="attnbench.WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
         project=wandb["project"], group=wandb["group"], name=run["run_id"], job_type=run["task"],
         mode=wandb["mode"], tags=[run["task"], run["preset"], run["variant"]]))
 
