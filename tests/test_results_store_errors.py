@@ -82,3 +82,15 @@ def test_old_stores_read_with_the_new_columns_empty():
     df = ResultsStore(ROOT / "results/mini-sweep").read()
     assert {"threads", "value_class_agnostic"} <= set(df.columns) and df["threads"].isna().all()
     assert df["config"].str.startswith("configs/").all()  # repository-relative, as new rows are written
+
+
+def test_text_that_looks_like_a_number_stays_text(tmp_path):
+    """A store whose only row is ``0010`` reads its variant as text and writes it back so, whatever
+    order the runs finish in (it once came back as the number 10 and broke the report)."""
+    store = ResultsStore(tmp_path)
+    for run_id, variant in [("det_mini_0010_seed0", "0010"), ("det_mini_baseline_seed0", "baseline")]:
+        store.record(dict(run_id=run_id, task="det", preset="mini", variant=variant, factors=variant, seed=0,
+                          metric="coco/bbox_mAP", value=0.3, config_hash="0123456789", status="ok"))
+    df = store.read()
+    assert df["variant"].tolist() == ["0010", "baseline"] and df["factors"].tolist()[0] == "0010"
+    assert (df["config_hash"] == "0123456789").all()

@@ -29,6 +29,14 @@ COLUMNS = (
 )
 
 
+#: Columns read as text whatever they look like: a store whose rows so far are all ``0010`` must not
+#: read its variant as the number 10 (and write it back so), nor a hex config hash as a number.
+TEXT_COLUMNS = (
+    "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size",
+    "device", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
+    "git_commit", "started_at", "finished_at",
+)
+
 #: Columns every store has had since the first release; a CSV without them is not a results store.
 #: The others were added later: rows written before them read as empty there.
 REQUIRED_COLUMNS = ("run_id", "task", "preset", "variant", "seed", "metric", "value", "status")
@@ -68,7 +76,7 @@ class ResultsStore:
         if not text.strip():
             raise ResultsStoreError(f"{self.path} is empty: not a results store (delete it, or choose another --results)")
         try:
-            df = pd.read_csv(self.path, dtype={"factors": str, "slot": str, "modules": str, "params": str})
+            df = pd.read_csv(self.path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
         except (pd.errors.ParserError, UnicodeDecodeError) as e:
             raise ResultsStoreError(f"{self.path} is not a readable CSV ({str(e).splitlines()[0]}): "
                                     "not a results store, or a damaged one") from None
