@@ -271,7 +271,7 @@ class GeneralizedAttention(nn.Module):
         f = self.factors
         logits = like.new_zeros(())
         if f.query_key:
-            logits = logits + score_logits(self, self.score, query, key, 1.0)
+            logits = logits + score_logits(self, query, key, 1.0)
         if f.key:
             logits = logits + self.appr_bias.view(1, self.num_heads, 1, -1) @ key.transpose(-1, -2)
         if bias_x is not None:

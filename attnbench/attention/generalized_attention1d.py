@@ -209,7 +209,7 @@ class GeneralizedAttention1d(nn.Module):
                 logits = logits + self._position_logits(position, t, s, query_offset)
             logits = logits * scale
             if scored:
-                logits = logits + score_logits(self, self.score, q, k, scale)
+                logits = logits + score_logits(self, q, k, scale)
             logits = logits.expand(b, self.num_heads, t, s)
             if hidden is not None:
                 empty = hidden.all(-1, keepdim=True)  # queries that see no key: zero weights, no NaN

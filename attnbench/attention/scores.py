@@ -50,9 +50,10 @@ def reset_score_parameters(module: nn.Module, head_dim: int) -> None:
             module.score_weight.copy_(torch.eye(head_dim).expand_as(module.score_weight))
 
 
-def score_logits(module: nn.Module, score: str, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
-    """E1 under ``score`` for queries (N, heads, L, d) and keys (N, heads, M, d): (N, heads, L, M).
+def score_logits(module: nn.Module, q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """E1 under ``module.score`` for queries (N, heads, L, d) and keys (N, heads, M, d): (N, heads, L, M).
     ``scale`` is the module's (1 / sqrt(d) in 1D, 1 in 2D), applied to ``bilinear``."""
+    score = module.score
     if score == "dot":
         return q @ k.transpose(-1, -2)
     if score == "scaled_dot":
