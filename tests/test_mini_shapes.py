@@ -12,8 +12,8 @@ from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 
 from attnbench.data.mini_shapes import (
-    CLASSES, FAR, MARKER, MARKER_COLOUR, NEAR, PALETTE, RULES, SHAPES, SPLITS, ensure_mini_shapes, key_mask,
-    key_width, make_mini_shapes, marker_mask, shape_mask)
+    CLASSES, FAR, FLAG_COLOURS, MARKER, MARKER_COLOUR, NEAR, PALETTE, RULES, SHAPES, SPLITS, ensure_mini_shapes,
+    flag_size, key_mask, key_width, make_mini_shapes, marker_mask, shape_mask)
 
 GENERATE = dict(num_train=48, num_val=12, image_size=128, seed=0)
 SMALL = dict(num_train=3, num_val=2, image_size=64)
@@ -156,15 +156,32 @@ def test_each_rule_decides_the_class_by_its_context(rule_data):
         image = np.asarray(Image.open(root / "images" / "train" / info["file_name"]), dtype=float)
         anns = data.loadAnns(data.getAnnIds(imgIds=info["id"]))
         assert anns, "every image holds an object"
+        signs = []  # (where, colour) of each sign, drawn where recorded
         if rule in ("marker", "near-far"):
-            sign = marker_mask(info["marker"], *info["marker_box"][:3], size)
-            assert np.abs(image[sign].mean(0) - MARKER_COLOUR).max() < 25  # the sign is drawn where recorded
-            x, y, w, h = info["marker_box"]
+            signs = [(marker_mask(info["marker"], *info["marker_box"][:3], size), MARKER_COLOUR, info["marker_box"])]
+        elif rule in ("flag", "nearest-flag"):
+            boxes = info["flag_boxes"] if rule == "nearest-flag" else {info["flag"]: info["flag_box"]}
+            for colour, box in boxes.items():
+                flag = np.zeros((size, size), dtype=bool)
+                flag[box[1]:box[1] + box[3], box[0]:box[0] + box[2]] = True
+                signs.append((flag, FLAG_COLOURS[colour], box))
+        for mask, colour, (x, y, w, h) in signs:
+            assert np.abs(image[mask].mean(0) - colour).max() < 25
             rim = np.zeros((size, size), dtype=bool)
             rim[max(0, y - 2):y + h + 2, max(0, x - 2):x + w + 2] = True
             assert not any((data.annToMask(a).astype(bool) & rim).any() for a in anns)  # 2 px clear of every object
         if rule == "marker":
             assert {a["category_id"] for a in anns} == {1 if info["marker"] == "plus" else 2}
+        elif rule == "flag":
+            assert {a["category_id"] for a in anns} == {list(FLAG_COLOURS).index(info["flag"]) + 1}
+        elif rule == "nearest-flag":
+            (x0, y0, _, _), (x1, y1, _, _) = boxes.values()
+            assert max(abs(x0 - x1), abs(y0 - y1)) - flag_size(size) >= FAR * size  # the flags FAR apart
+            for ann in anns:
+                centre = np.add(ann["square"][:2], np.divide(ann["square"][2:], 2))
+                distance = {c: np.hypot(*(centre - np.add(b[:2], np.divide(b[2:], 2)))) for c, b in boxes.items()}
+                assert abs(distance["yellow"] - distance["cyan"]) >= NEAR * size
+                assert RULES[rule].classes[ann["category_id"] - 1] == f"{min(distance, key=distance.get)}-nearer"
         elif rule == "same-different":
             identities = [(a["shape"], a["colour"], a["square"][2]) for a in anns]
             assert [a["category_id"] for a in anns] == [1 if identities.count(i) > 1 else 2 for i in identities]

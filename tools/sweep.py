@@ -26,6 +26,8 @@ import time
 
 from tqdm import tqdm
 
+from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
+
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -35,7 +37,7 @@ def parse_args() -> argparse.Namespace:
                    "any variant with parameters, e.g. 0100:range=7,dynamic:kernel=7 (docs/sweep.md#variants)")
     p.add_argument("--tasks", default="det,seg",
                    help="comma-separated: det, seg, nmt, or a diagnostic task det-RULE, seg-RULE with RULE "
-                        "marker, same-different or near-far (docs/diagnostics.md) (default: det,seg)")
+                        f"{', '.join(r for r in RULES if r != DEFAULT_RULE)} (docs/diagnostics.md) (default: det,seg)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
                    "configs), smoke (the mini configs for a few iterations: checks a sweep end to end in a minute) "

@@ -26,6 +26,17 @@ kind of context (one term of the generalized attention, see ``docs/diagnostics.m
     probability 1/2 whatever the object's look, size and place (a place is kept only if the plus
     fits there at both distances; large objects therefore sit off-centre, in both classes alike).
     The plus says where, the offset decides: relative position (E4) with a salient key (E3).
+``flag``: a filled square flag, 3/16 of the side (24 px at 128), anywhere, yellow in half the images
+    and cyan in the others (colours no object takes); 1 to 4 objects, all ``yellow-flag`` or all
+    ``cyan-flag`` by the flag's colour. The ``marker`` rule with the context made as easy to see as
+    it can be: the first convolution already tells the two flags apart, so what remains is carrying
+    the flag's colour to objects up to the image away. One salient key for every query (E3).
+``nearest-flag``: a yellow and a cyan flag, at least 1/4 of the side apart, and 1 to 4 objects, each
+    ``yellow-nearer`` or ``cyan-nearer`` by the flag whose centre is nearer to its own (kept only when
+    the two distances differ by at least 1/8 of the side, 16 px at 128). Which place gets which colour
+    is a coin toss after the places are drawn, so each object is each class with probability 1/2
+    whatever its look, size and place. Both flags are in every image, so a context shared by every
+    query (E3, global pooling) cannot tell; the query's position relative to the keys must (E4, or E2).
 
 Objects stay ``2 * image_size // 32`` px clear of every border and clear of the marker. They may
 overlap (later ones on top) as long as every object keeps at least :data:`MIN_VISIBLE` of its
@@ -40,7 +51,8 @@ marker included) or the class id.
                                                     uncompressed-RLE segmentation, category ids 1
                                                     and 2 named by the rule's classes; extra keys:
                                                     each image's context (key_colour and key_side;
-                                                    marker and marker_box), each object's shape,
+                                                    marker and marker_box; flag and flag_box;
+                                                    flag_boxes), each object's shape,
                                                     colour and square (the drawn shape's [x, y, w, h])
     root/img_dir -> images                          relative symlink, for mmseg's layout
     root/ann_dir/{train,val}/000000.png             uint8 label maps, 0 background, 1 and 2 the classes
@@ -77,6 +89,11 @@ MARKER_SIZE = 3 / 32
 #: ``near-far``: an object is near when the plus's box comes within NEAR of the image side of the
 #: object's square, far when it stays beyond FAR.
 NEAR, FAR = 1 / 8, 1 / 4
+#: The flags of the ``flag`` and ``nearest-flag`` rules (RGB; colours no object takes) and their side
+#: (fraction of the image's). ``nearest-flag`` keeps the flags FAR apart and an object only where
+#: its distances to the two differ by NEAR or more.
+FLAG_COLOURS = {"yellow": (230, 200, 30), "cyan": (30, 200, 220)}
+FLAG_SIZE = 3 / 16
 SPLITS = ("train", "val")
 
 NUM_TRAIN = 400
@@ -131,6 +148,10 @@ def key_width(image_size: int) -> int:
 
 def marker_size(image_size: int) -> int:
     return round(MARKER_SIZE * image_size)
+
+
+def flag_size(image_size: int) -> int:
+    return round(FLAG_SIZE * image_size)
 
 
 def object_size_range(image_size: int) -> tuple[int, int]:
@@ -218,15 +239,33 @@ class _Canvas:
     def margin(self) -> int:
         return 2 * key_width(self.size)
 
+    def random_corner(self, size: int) -> tuple[int, int]:
+        """(left, top) of a ``size`` square at a random place clear of the borders."""
+        left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
+        return left, top
+
+    def add_sign(self, mask: np.ndarray, colour: tuple[int, int, int], box: list[int]) -> list[int]:
+        """Paint a sign's ``mask`` (inside ``box`` [x, y, w, h]) in ``colour`` and keep objects 2 px
+        clear of its box; returns the box."""
+        left, top, width, height = box
+        self.image[mask] = _jittered(self.rng, colour)
+        self.keep_clear[max(0, top - 2):top + height + 2, max(0, left - 2):left + width + 2] = True
+        return box
+
     def add_marker(self, sign: str, left: int | None = None, top: int | None = None) -> list[int]:
         """Paint ``sign`` with its corner at (left, top), or at a random place clear of the borders;
         returns its box [x, y, w, h]."""
         size = marker_size(self.size)
         if left is None:
-            left, top = (int(v) for v in self.rng.integers(self.margin, self.size - self.margin - size + 1, size=2))
-        self.image[marker_mask(sign, left, top, size, self.size)] = _jittered(self.rng, MARKER_COLOUR)
-        self.keep_clear[max(0, top - 2):top + size + 2, max(0, left - 2):left + size + 2] = True
-        return [left, top, size, size]
+            left, top = self.random_corner(size)
+        return self.add_sign(marker_mask(sign, left, top, size, self.size), MARKER_COLOUR, [left, top, size, size])
+
+    def add_flag(self, colour: str, left: int, top: int) -> list[int]:
+        """Paint a flag of ``colour`` (a FLAG_COLOURS name) with its corner at (left, top); returns its box."""
+        size = flag_size(self.size)
+        mask = np.zeros((self.size, self.size), dtype=bool)
+        mask[top:top + size, left:left + size] = True
+        return self.add_sign(mask, FLAG_COLOURS[colour], [left, top, size, size])
 
     def find(self, shape: str, size: int | None = None, accept=None) -> tuple[np.ndarray, tuple] | None:
         """A mask and square [x, y, w, h] of ``shape`` at a random size (or ``size``) and position clear of the
@@ -337,6 +376,53 @@ def _near_far_scene(rng: np.random.Generator, image_size: int) -> Scene:
     return canvas.scene([category], {"marker": "plus", "marker_box": box})
 
 
+def _flag_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """Every object ``yellow-flag`` or ``cyan-flag`` by the colour of the image's one flag."""
+    colour = list(FLAG_COLOURS)[int(rng.integers(len(FLAG_COLOURS)))]
+    canvas = _Canvas(rng, image_size)
+    box = canvas.add_flag(colour, *canvas.random_corner(flag_size(image_size)))
+    for _ in range(int(rng.integers(1, MAX_OBJECTS + 1))):
+        canvas.add(*_random_look(rng))
+    category = list(FLAG_COLOURS).index(colour) + 1
+    return canvas.scene([category] * len(canvas.placed), {"flag": colour, "flag_box": box})
+
+
+def _centre(box) -> np.ndarray:
+    return np.asarray(box[:2], dtype=float) + np.asarray(box[2:], dtype=float) / 2
+
+
+def _nearest_flag_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """Two flags FAR apart (their boxes' gap), colours given to the two places by a coin toss; each
+    object the class of the flag whose centre is nearer to its square's, kept only when the two
+    distances differ by NEAR or more (of the side)."""
+    canvas = _Canvas(rng, image_size)
+    size = flag_size(image_size)
+    while True:
+        first, second = canvas.random_corner(size), canvas.random_corner(size)
+        if max(abs(first[0] - second[0]), abs(first[1] - second[1])) - size >= FAR * image_size:
+            break
+    colours = list(FLAG_COLOURS)
+    if rng.random() < 0.5:
+        colours.reverse()
+    boxes = {colour: canvas.add_flag(colour, *corner) for colour, corner in zip(colours, (first, second))}
+    centres = {colour: _centre(box) for colour, box in boxes.items()}
+
+    def decided(square) -> bool:
+        yellow, cyan = (np.hypot(*(_centre(square) - centres[c])) for c in FLAG_COLOURS)
+        return abs(yellow - cyan) >= NEAR * image_size
+
+    category_ids, wanted, tries = [], int(rng.integers(1, MAX_OBJECTS + 1)), 0
+    while tries < wanted or not category_ids:  # every image holds an object
+        tries += 1
+        shape, colour = _random_look(rng)
+        found = canvas.find(shape, accept=decided)
+        if found is not None:
+            canvas.paint(shape, colour, found)
+            distances = [np.hypot(*(_centre(found[1]) - centres[c])) for c in FLAG_COLOURS]
+            category_ids.append(int(np.argmin(distances)) + 1)
+    return canvas.scene(category_ids, {"flag_boxes": boxes})
+
+
 @dataclass(frozen=True)
 class Rule:
     """How a rule names its two classes and draws a scene that decides them."""
@@ -351,6 +437,8 @@ RULES = {
     "marker": Rule(("marked", "unmarked"), _marker_scene),
     "same-different": Rule(("same", "different"), _same_different_scene),
     "near-far": Rule(("near", "far"), _near_far_scene),
+    "flag": Rule(("yellow-flag", "cyan-flag"), _flag_scene),
+    "nearest-flag": Rule(("yellow-nearer", "cyan-nearer"), _nearest_flag_scene),
 }
 DEFAULT_RULE = "key-stripe"
 #: The default rule's class names.
