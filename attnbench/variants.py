@@ -63,6 +63,13 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _number(text: str) -> float:
+    """``'1'``, ``'0.5'``, ``'-1e-3'`` -> a finite float."""
+    if not re.fullmatch(r"-?(\d+\.?\d*|\.\d+)(e-?\d+)?", text):
+        raise ValueError("expected a number, e.g. 1 or 0.1")
+    return float(text)
+
+
 def _top(text: str) -> int:
     """``'top2'`` -> 2 (hard attention to the 2 keys of highest logit)."""
     if not re.fullmatch(r"top[1-9]\d*", text):
@@ -100,6 +107,8 @@ PARAMETERS: dict[str, Parameter] = {
     "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages, _write_stages),
     "score": Parameter("E1's score function", _choice(*SCORES)),
     "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
+    "gate": Parameter("initial value of the residual gate gamma in y = x + gamma * attention (0 in mmcv)",
+                      _number, lambda v: format(v, "g")),
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
 TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size", "score": "score", "hard": "hard"}
@@ -161,7 +170,7 @@ GENERALIZED_ATTENTION = Mechanism(
     GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
-     "hard": "hard"}, sequence_module=GeneralizedAttention1d)
+     "hard": "hard", "gate": "gamma_init"}, sequence_module=GeneralizedAttention1d)
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 

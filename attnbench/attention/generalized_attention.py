@@ -82,6 +82,9 @@ class GeneralizedAttention(nn.Module):
         score: E1's score function, one of :data:`~attnbench.attention.scores.SCORES` (default
             ``'dot'``, mmcv's). Not in mmcv's signature.
         hard: attend to the ``hard`` keys of highest logit (0: soft attention). Not in mmcv's signature.
+        gamma_init: initial value of the residual gate ``gamma`` (mmcv's 0 starts the block as the
+            identity and leaves every other weight of it without gradient until ``gamma`` moves).
+            Not in mmcv's signature.
     """
 
     _abbr_ = "gen_attention_block"
@@ -99,6 +102,7 @@ class GeneralizedAttention(nn.Module):
         implementation: str = "auto",
         score: str = "dot",
         hard: int = 0,
+        gamma_init: float = 0.0,
     ):
         super().__init__()
         self.factors = AttentionFactors.parse(attention_type)
@@ -126,6 +130,7 @@ class GeneralizedAttention(nn.Module):
         self.q_stride = q_stride
         self.score = score
         self.hard = hard
+        self.gamma_init = float(gamma_init)
 
         inner = self.qk_embed_dim * num_heads
         f = self.factors
@@ -152,8 +157,8 @@ class GeneralizedAttention(nn.Module):
         return str(self.factors)
 
     def reset_parameters(self) -> None:
-        """mmcv's initialisation: Kaiming-normal (fan_in) projections, uniform biases, gamma = 0;
-        an identity bilinear score, an N(0, 1 / d) additive score vector."""
+        """mmcv's initialisation: Kaiming-normal (fan_in) projections, uniform biases, gamma =
+        ``gamma_init`` (mmcv's 0 by default); an identity bilinear score, an N(0, 1 / d) additive score vector."""
         for m in self.modules():
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="leaky_relu")
@@ -163,7 +168,7 @@ class GeneralizedAttention(nn.Module):
         for name in ("appr_bias", "geom_bias"):
             if hasattr(self, name):
                 nn.init.uniform_(getattr(self, name), -bound, bound)
-        nn.init.zeros_(self.gamma)
+        nn.init.constant_(self.gamma, self.gamma_init)
         reset_score_parameters(self, self.qk_embed_dim)
 
     def extra_repr(self) -> str:
