@@ -38,18 +38,21 @@ HEAD_CONFIGS: dict[tuple[str, str, str], str] = {
 }
 
 
-#: task -> (folder, base config of a diagnostic rule of mini shapes, with {rule}); each inherits the
-#: task's mini base and changes only the data (``attnbench.data.mini_shapes.RULES``).
-DIAGNOSTIC_CONFIGS: dict[str, tuple[str, str]] = {
-    "det": ("detection", "faster-rcnn_r50w8_fpn_mini-shapes-{rule}.py"),
-    "seg": ("segmentation", "deeplabv3_r50w8-d8_mini-shapes-{rule}-128x128.py"),
+#: diagnostic family -> (study task it varies, folder, base config of a diagnostic rule of mini shapes,
+#: with {rule}); each inherits the family's mini base and changes only the data
+#: (``attnbench.data.mini_shapes.RULES``). ``fcn`` is the mini segmentor with an FCN head in place
+#: of DeepLabV3's ASPP, whose image pooling gives every pixel a global context of its own.
+DIAGNOSTIC_CONFIGS: dict[str, tuple[str, str, str]] = {
+    "det": ("det", "detection", "faster-rcnn_r50w8_fpn_mini-shapes-{rule}.py"),
+    "seg": ("seg", "segmentation", "deeplabv3_r50w8-d8_mini-shapes-{rule}-128x128.py"),
+    "fcn": ("seg", "segmentation", "fcn_r50w8-d8_mini-shapes-{rule}-128x128.py"),
 }
 
 
-def diagnostic_config_path(task: str, rule: str) -> Path:
-    """Base config of ``task`` (det or seg) on the diagnostic ``rule``, e.g.
+def diagnostic_config_path(family: str, rule: str) -> Path:
+    """Base config of the diagnostic ``family`` (det, seg or fcn) on ``rule``, e.g.
     ``configs/detection/faster-rcnn_r50w8_fpn_mini-shapes-near-far.py``."""
-    folder, pattern = DIAGNOSTIC_CONFIGS[task]
+    _, folder, pattern = DIAGNOSTIC_CONFIGS[family]
     return CONFIG_ROOT / folder / pattern.format(rule=rule)
 
 

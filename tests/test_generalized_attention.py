@@ -181,3 +181,24 @@ def test_zero_gamma_is_identity_at_init():
     m = GeneralizedAttention(24, num_heads=4)
     x = torch.randn(1, 24, 6, 6)
     torch.testing.assert_close(m(x), x)
+
+
+def test_gate_init_opens_the_attention_to_training():
+    """mmcv's zero gate passes no gradient to the attention's weights; ``gamma_init`` starts the gate
+    open: the block is then x plus its attention branch, and every weight of it trains from step one."""
+    torch.manual_seed(0)
+    closed = GeneralizedAttention(24, num_heads=4, attention_type="1111")
+    torch.manual_seed(0)
+    opened = GeneralizedAttention(24, num_heads=4, attention_type="1111", gamma_init=0.5)
+    assert closed.gamma.item() == 0 and opened.gamma.item() == 0.5
+    x = torch.randn(2, 24, 6, 6)
+    with torch.no_grad():
+        closed.gamma.fill_(0.5)
+    torch.testing.assert_close(opened(x), closed(x))  # the same weights but the gate
+    closed.reset_parameters()
+    opened.reset_parameters()
+    assert closed.gamma.item() == 0 and opened.gamma.item() == 0.5
+    for module in (closed, opened):
+        module(x).square().sum().backward()
+    assert all(p.grad.abs().sum() == 0 for n, p in closed.named_parameters() if n != "gamma")
+    assert all(p.grad.abs().sum() > 0 for p in opened.parameters())

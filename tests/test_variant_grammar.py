@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WITH_PARAMETERS = [
     "0100:range=7", "dynamic:kernel=7", "1111:heads=4:kv_stride=1:stages=3-5", "0010+deformable:groups=4",
     "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4",
-    "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1"]
+    "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1", "1111:gate=1", "0010:heads=4:gate=0.5"]
 
 
 @pytest.mark.parametrize("spec", [*vision_rows("seg"), *WITH_PARAMETERS])
@@ -37,7 +37,8 @@ def test_canonical_order_of_tokens_and_parameters():
     ("ocr+0010", "run alone"), ("0100:range", "integer"), ("0120:range=3", "four characters of 0/1"), ("spatial:range=3", "unknown token"),
     ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings"),
     ("1000:hard=top0", "topK"), ("1000:hard=1", "topK"), ("1000:score=cosine", "one of"),
-    ("dynamic:score=dot", "dynamic takes")])
+    ("dynamic:score=dot", "dynamic takes"), ("0010:gate=x", "a number"), ("0010:gate=1.2.3", "a number"),
+    ("se:gate=1", "se takes")])
 def test_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         Variant.parse(spec)
@@ -51,6 +52,8 @@ def test_parameters_reach_the_backbone():
     overrides = Variant.parse("0010+deformable:groups=4:stages=5").backbone_overrides()
     assert overrides["dcn"]["deform_groups"] == 4 and overrides["stage_with_dcn"] == (False, False, False, True)
     assert overrides["plugins"][0]["stages"] == (False, False, True, True)  # the default: conv4-conv5
+    (gated,) = Variant.parse("0010:gate=0.5").backbone_overrides()["plugins"]
+    assert gated["cfg"]["gamma_init"] == 0.5 and Variant.parse("0010:gate=0.50").name == "0010:gate=0.5"
     (dynamic,) = Variant.parse("dynamic:kernel=5").backbone_overrides()["plugins"]
     assert dynamic["cfg"]["kernel_size"] == 5
 

@@ -36,7 +36,8 @@ def parse_args() -> argparse.Namespace:
                    "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable; "
                    "any variant with parameters, e.g. 0100:range=7,dynamic:kernel=7 (docs/sweep.md#variants)")
     p.add_argument("--tasks", default="det,seg",
-                   help="comma-separated: det, seg, nmt, or a diagnostic task det-RULE, seg-RULE with RULE "
+                   help="comma-separated: det, seg, nmt, or a diagnostic task det-RULE, seg-RULE (DeepLabV3), "
+                        "fcn-RULE (segmentation with an FCN head) with RULE "
                         f"{', '.join(r for r in RULES if r != DEFAULT_RULE)} (docs/diagnostics.md) (default: det,seg)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "

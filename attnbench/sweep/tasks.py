@@ -5,7 +5,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from attnbench.config_files import diagnostic_config_path, vision_config_path
+from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
 from attnbench.variants import SLOTS, Variant
 
@@ -37,7 +37,7 @@ class VisionTask:
     """Detection (mmdet) or segmentation (mmseg) with the mechanisms in the backbone.
 
     A task with a ``rule`` trains on that diagnostic rule of mini shapes (mini, smoke and long presets):
-    its base config (``diagnostic_config_path``) with the variant's backbone keys as overrides.
+    its ``family``'s base config (``diagnostic_config_path``) with the variant's backbone keys as overrides.
     """
 
     name: str
@@ -49,6 +49,7 @@ class VisionTask:
     context_metric: str | None = None  # key of the context accuracy (diagnostic tasks), recorded beside it
     preset_options: dict = field(default_factory=dict)  # preset -> its --cfg-options (smoke, long)
     rule: str | None = None
+    family: str | None = None  # diagnostic family (attnbench.config_files.DIAGNOSTIC_CONFIGS)
 
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what this task cannot run,
@@ -85,7 +86,7 @@ class VisionTask:
         elif config_preset(preset) != "mini":
             raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
         else:
-            base = diagnostic_config_path(self.kind, self.rule)
+            base = diagnostic_config_path(self.family, self.rule)
         return str(base), options | {f"model.backbone.{key}": value
                                      for key, value in parsed.backbone_overrides().items()}
 
@@ -187,9 +188,10 @@ STUDY_TASKS: dict = {
                                    "param_scheduler.0.end": 3200, "default_hooks.checkpoint.interval": 3200}}),
     "nmt": TranslationTask(),
 }
-#: ``det-<rule>``, ``seg-<rule>``: the diagnostic suite (docs/diagnostics.md), one task per rule of
-#: mini shapes other than the study's own.
+#: ``det-<rule>``, ``seg-<rule>``, ``fcn-<rule>``: the diagnostic suite (docs/diagnostics.md), one task
+#: per family and rule of mini shapes other than the study's own.
 DIAGNOSTIC_TASKS: dict = {
-    f"{kind}-{rule}": replace(STUDY_TASKS[kind], name=f"{kind}-{rule}", rule=rule, context_metric="context/accuracy")
-    for kind in ("det", "seg") for rule in RULES if rule != DEFAULT_RULE}
+    f"{family}-{rule}": replace(STUDY_TASKS[kind], name=f"{family}-{rule}", rule=rule, family=family,
+                                context_metric="context/accuracy")
+    for family, (kind, _, _) in DIAGNOSTIC_CONFIGS.items() for rule in RULES if rule != DEFAULT_RULE}
 TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS
