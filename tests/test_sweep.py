@@ -16,6 +16,7 @@ from attnbench.sweep.plan import Run, build_plan
 from attnbench.sweep.report import (comparison_table, factor_effects, pareto_front, plot_panels, plot_tradeoffs,
                                     row_kind, summarize)
 from attnbench.sweep.store import ResultsStore
+from attnbench.sweep.tasks import TASKS
 from wandb_log import config_and_summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -381,6 +382,26 @@ def test_a_diagnostic_task_trains_the_study_model_on_its_rule(task, variant):
             k: v for k, v in study[f"{split}_dataloader"].dataset.items() if k != "data_root"}
     (baseline,) = build_plan([task], [], [], 1, "mini")
     assert baseline.cfg_options == {} and baseline.config == run.config
+
+
+def test_the_fcn_family_swaps_only_the_decode_head():
+    """fcn-RULE: the DeepLabV3 diagnostic's model and data with an FCN head (no image pooling) in place of ASPP."""
+    from mmengine.config import Config
+
+    from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
+
+    assert {t for t in TASKS if t.startswith("fcn-")} == {f"fcn-{r}" for r in RULES if r != DEFAULT_RULE}
+    (fcn,) = build_plan(["fcn-flag"], [], ["0010:gate=1"], 1, "mini", baseline=False)
+    (seg,) = build_plan(["seg-flag"], [], ["0010:gate=1"], 1, "mini", baseline=False)
+    fcn_cfg, seg_cfg = Config.fromfile(fcn.config), Config.fromfile(seg.config)
+    for cfg, run in ((fcn_cfg, fcn), (seg_cfg, seg)):
+        cfg.merge_from_dict(run.cfg_options)
+    assert fcn_cfg.model.decode_head.type == "FCNHead" and seg_cfg.model.decode_head.type == "ASPPHead"
+    assert {k: v for k, v in fcn_cfg.model.items() if k != "decode_head"} == {
+        k: v for k, v in seg_cfg.model.items() if k != "decode_head"}
+    for split in ("train", "val", "test"):
+        assert fcn_cfg[f"{split}_dataloader"] == seg_cfg[f"{split}_dataloader"]
+    assert fcn_cfg.val_evaluator == seg_cfg.val_evaluator
 
 
 def test_diagnostic_tasks_refuse_full_scale_and_decode_heads():
