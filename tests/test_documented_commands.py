@@ -52,6 +52,7 @@ RULES = [
     Rule(r"tools/study\.sh", "skip", "the study: CPU-hours of the sweeps run above"),
     Rule(r"flops_table\.py", "skip", "26 CPU-minutes at full scale; its counting path is the sweep's dry run above"),
     Rule(r"wandb sync", "skip", "uploads to W&B's servers (no network here)"),
+    Rule(r"tools/gates\.py", "skip", "reads the runs' checkpoints, which are not committed; tests/test_gates_tool.py covers it"),
     Rule(r"benchmark_translation_data\.py", "skip", "CPU-minutes at 1 M pairs; tests/test_token_store.py covers the store"),
     Rule(r"tools/(compare|plot|list_modules|readme_tables|generate_configs|make_mini_data)\.py|sacrebleu ", "as_typed"),
 ]

@@ -1,0 +1,55 @@
+"""tools/gates.py: the residual gates of a store's runs, read from their last checkpoints."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from attnbench.attention import GeneralizedAttention, SqueezeExcite
+from attnbench.sweep.store import COLUMNS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_run(store: Path, rows: list, run_id: str, variant: str, seed: int, model: torch.nn.Module | None) -> None:
+    rows.append(dict(run_id=run_id, task="det", preset="mini", variant=variant, seed=seed, metric="coco/bbox_mAP",
+                     value=0.3, status="ok"))
+    if model is not None:
+        run_dir = store / "runs" / run_id
+        run_dir.mkdir(parents=True)
+        torch.save({"state_dict": model.state_dict(), "meta": {}}, run_dir / "epoch_6.pth")
+        (run_dir / "last_checkpoint").write_text(str(run_dir / "epoch_6.pth"))  # mmengine writes absolute paths
+
+
+def gated(*gammas: float) -> torch.nn.Module:
+    blocks = torch.nn.Sequential(*(GeneralizedAttention(8, num_heads=2, gamma_init=g) for g in gammas))
+    return torch.nn.Sequential(blocks, SqueezeExcite(8, reduction=2))  # an ungated block is not counted
+
+
+def test_gates_per_run_and_per_variant(tmp_path):
+    store, rows = tmp_path / "store", []
+    add_run(store, rows, "a0", "0010", 0, gated(0.01, -0.03))
+    add_run(store, rows, "a1", "0010", 1, gated(0.002, 0.001))
+    add_run(store, rows, "b0", "baseline", 0, torch.nn.Conv2d(3, 8, 3))  # no gate: not listed
+    add_run(store, rows, "a2", "0010", 2, None)  # checkpoint gone: counted as missing
+    pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
+
+    def gates(*flags: str) -> str:
+        return subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), *flags],
+                              capture_output=True, text=True, check=True).stdout
+
+    per_run = gates("--runs")
+    assert "0.0300" in per_run and "0.0020" in per_run and "baseline" not in per_run
+    (line,) = [l for l in gates().splitlines() if "0010" in l]
+    assert line.split()[3:] == ["2", "2", "0.0160", "0.0020", "0.0300"]  # runs, gates, mean of maxima, range
+    assert "1 finished runs have no checkpoint left" in gates()
+
+
+def test_a_store_without_gated_checkpoints_says_so(tmp_path):
+    store, rows = tmp_path / "store", []
+    add_run(store, rows, "b0", "baseline", 0, torch.nn.Conv2d(3, 8, 3))
+    pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
+    result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "no run of" in result.stderr
