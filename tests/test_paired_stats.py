@@ -263,3 +263,19 @@ def test_compare_pairs_rows_with_another_reference_row(tmp_path, capsys):
     for bad in ("dynamic:kernel=9", "dynamic:kernel=4"):
         with pytest.raises(SystemExit):
             compare.main(["--results", str(tmp_path / "store"), "--reference", bad])
+
+
+def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
+    """--seeds: the statistics of a registered test over the seeds it names, e.g. the runs after a pilot."""
+    baseline, row = [0.30, 0.32, 0.31, 0.33, 0.29], [0.50, 0.31, 0.36, 0.40, 0.37]
+    (tmp_path / "store").mkdir()
+    store_frame(rows_of("baseline", baseline) + rows_of("1111", row)).to_csv(tmp_path / "store" / "results.csv",
+                                                                              index=False)
+    compare.main(["--results", str(tmp_path / "store"), "--seeds", "2-3,4", "--format", "csv"])
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
+    expected = stats.ttest_rel(row[2:], baseline[2:])
+    assert table.loc["1111", "seeds"] == 3 and table.loc["1111", "p"] == pytest.approx(expected.pvalue, abs=1e-3)
+    assert compare.seed_list("0,2-4") == [0, 2, 3, 4]
+    for bad in (["--seeds", "4-2"], ["--seeds", "x"], ["--seeds", "9"]):
+        with pytest.raises(SystemExit):
+            compare.main(["--results", str(tmp_path / "store"), *bad])

@@ -6,6 +6,7 @@
     python tools/compare.py --tasks nmt --slot enc-dec
     python tools/compare.py --results results/diagnostics --value context   # the diagnostic tasks' context accuracy
     python tools/compare.py --results results/figure4 --slot enc-self --reference dynamic:kernel=7   # against a row
+    python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -34,6 +35,17 @@ def effect_sizes(text: str) -> float | dict[str, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number, or TASK=NUMBER,... "
                                          "(e.g. det=0.01,seg=1.0,nmt=2)") from None
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: ``2-11``, ``0,3,5`` or a mix (``0,2-4``) -> the seeds."""
+    seeds = []
+    for item in text.split(","):
+        first, _, last = item.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first)):
+            raise argparse.ArgumentTypeError(f"{text!r}: give seeds as A-B, A,B,C or a mix (e.g. 2-11 or 0,2-4)")
+        seeds += range(int(first), int(last or first) + 1)
+    return seeds
 
 
 def frame_text(frame: pd.DataFrame, fmt: str) -> str:
@@ -98,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "accuracy of the diagnostic tasks (the share of found objects given the right class; runs "
                    "without it are left out)")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
+    p.add_argument("--seeds", type=seed_list, help="only the runs at these seeds, e.g. 2-11 (default: all): a "
+                   "test registered on seeds not yet run when its prediction was written")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
@@ -116,13 +130,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "seg-RULE do)")
     if args.tasks:
         results = results[results["task"].isin(args.tasks.split(","))]
+    if args.seeds is not None:
+        results = results[results["seed"].astype(int).isin(args.seeds)]
     if args.slot:
         if not (results["slot"] == args.slot).any():
             p.error(f"no results in {args.results} for slot {args.slot!r} (slots there: "
                     f"{sorted(results['slot'].dropna().unique())})")
         results = results[(results["slot"] == args.slot) | results["slot"].isna()]
     if results.empty:
-        p.error(f"no results in {args.results} for tasks {args.tasks or 'any'} and slot {args.slot or 'any'}")
+        p.error(f"no results in {args.results} for tasks {args.tasks or 'any'}, slot {args.slot or 'any'} and "
+                f"seeds {args.seeds or 'any'}")
     if args.reference != "baseline":
         try:
             args.reference = Variant.parse(args.reference).name
