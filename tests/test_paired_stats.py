@@ -279,3 +279,17 @@ def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
     for bad in (["--seeds", "4-2"], ["--seeds", "x"], ["--seeds", "9"]):
         with pytest.raises(SystemExit):
             compare.main(["--results", str(tmp_path / "store"), *bad])
+
+
+def test_compare_per_seed_lists_every_run(tmp_path, capsys):
+    (tmp_path / "store").mkdir()
+    rows = rows_of("baseline", BASELINE, value_context=0.5) + rows_of("1111", ALL_ON[:2], value_context=1.0)
+    store_frame(rows).to_csv(tmp_path / "store" / "results.csv", index=False)
+    compare.main(["--results", str(tmp_path / "store"), "--per-seed", "--format", "csv"])
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"1111": str}).set_index("seed")
+    assert list(table.columns) == ["task", "preset", "baseline", "1111"]
+    assert list(table["baseline"]) == BASELINE and list(table["1111"].fillna("")) == ["0.355", "0.339", ""]
+    compare.main(["--results", str(tmp_path / "store"), "--per-seed", "--value", "context", "--format", "csv"])
+    assert pd.read_csv(io.StringIO(capsys.readouterr().out))["1111"].tolist()[:2] == [1.0, 1.0]
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path / "store"), "--per-seed", "--power"])

@@ -7,6 +7,7 @@
     python tools/compare.py --results results/diagnostics --value context   # the diagnostic tasks' context accuracy
     python tools/compare.py --results results/figure4 --slot enc-self --reference dynamic:kernel=7   # against a row
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
+    python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -65,6 +66,16 @@ def context_values(results: pd.DataFrame) -> pd.DataFrame:
     return recorded.assign(value=recorded["value_context"].astype(float), metric="context/accuracy")
 
 
+def per_seed_table(results: pd.DataFrame) -> pd.DataFrame:
+    """``--per-seed``: one row per task, preset, slot and seed, one column per variant: each run's value."""
+    ok = results[results["status"] == "ok"].assign(slot=results["slot"].fillna(""), seed=results["seed"].astype(int))
+    table = ok.pivot_table(index=["task", "preset", "slot", "seed"], columns="variant", values="value", aggfunc="first")
+    variants = sorted(table.columns, key=lambda v: (v != "baseline", v))
+    table = table[variants].round(4).astype(object).where(table[variants].notna(), "").reset_index()
+    table.columns.name = None  # a seed a variant did not run at is blank
+    return table.drop(columns="slot") if not (table["slot"] != "").any() else table
+
+
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
     """TEXT, then the notes after a blank line (on stderr for csv, so that stdout stays one table)."""
     print(text)
@@ -103,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--effect", type=effect_sizes,
                    help="with --power: a difference in the metric's unit, one for all tasks (0.01) or one per task "
                    "(det=0.01,seg=1.0,nmt=2): also print the seeds needed to detect it")
+    p.add_argument("--per-seed", action="store_true",
+                   help="each run's value instead, a row per task and seed and a column per variant (with --value "
+                   "context: whether a rule was learnt at each seed)")
     p.add_argument("--alpha", type=float, default=0.05, help="with --power: significance level, two-sided (0.05)")
     p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")
     p.add_argument("--value", default="metric", choices=["metric", "context"],
@@ -116,8 +130,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
-    if args.effects and args.power:
-        p.error("--effects and --power are two different outputs: choose one")
+    if sum((args.effects, args.power, args.per_seed)) > 1:
+        p.error("--effects, --power and --per-seed are different outputs: choose one")
     if args.effect is not None and not args.power:
         p.error("--effect needs --power")
     if not 0 < args.alpha < args.power_target < 1:
@@ -149,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"--reference {args.reference} has no runs in {args.results}")
     if args.effects:
         print(frame_text(factor_effects(results), args.format))
+    elif args.per_seed:
+        print(frame_text(per_seed_table(results), args.format))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)
