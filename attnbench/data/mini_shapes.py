@@ -407,8 +407,12 @@ def _nearest_flag_scene(rng: np.random.Generator, image_size: int) -> Scene:
     boxes = {colour: canvas.add_flag(colour, *corner) for colour, corner in zip(colours, (first, second))}
     centres = {colour: _centre(box) for colour, box in boxes.items()}
 
+    def distances(square) -> list[float]:
+        """From the square's centre to each flag's, in FLAG_COLOURS order."""
+        return [np.hypot(*(_centre(square) - centres[c])) for c in FLAG_COLOURS]
+
     def decided(square) -> bool:
-        yellow, cyan = (np.hypot(*(_centre(square) - centres[c])) for c in FLAG_COLOURS)
+        yellow, cyan = distances(square)
         return abs(yellow - cyan) >= NEAR * image_size
 
     category_ids, wanted, tries = [], int(rng.integers(1, MAX_OBJECTS + 1)), 0
@@ -418,8 +422,7 @@ def _nearest_flag_scene(rng: np.random.Generator, image_size: int) -> Scene:
         found = canvas.find(shape, accept=decided)
         if found is not None:
             canvas.paint(shape, colour, found)
-            distances = [np.hypot(*(_centre(found[1]) - centres[c])) for c in FLAG_COLOURS]
-            category_ids.append(int(np.argmin(distances)) + 1)
+            category_ids.append(int(np.argmin(distances(found[1]))) + 1)
     return canvas.scene(category_ids, {"flag_boxes": boxes})
 
 
