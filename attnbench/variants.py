@@ -109,6 +109,8 @@ PARAMETERS: dict[str, Parameter] = {
     "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
     "gate": Parameter("initial value of the residual gate gamma in y = x + gamma * attention (0 in mmcv)",
                       _number, lambda v: format(v, "g")),
+    "lr": Parameter("learning-rate multiplier of the module's parameters (mmengine paramwise_cfg.custom_keys)",
+                    _number, lambda v: format(v, "g")),
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
 TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size", "score": "score", "hard": "hard"}
@@ -139,7 +141,8 @@ class Mechanism:
     ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``), ``'head'`` (a
     segmentation decode head, with a hand-written config per preset: see attnbench.config_files) or
     ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
-    module argument each sets (``stages`` sets where the module goes). Registration
+    module argument each sets (``stages`` sets where the module goes, ``lr`` how fast its parameters
+    learn: :meth:`Variant.optimizer_overrides`). Registration
     (attnbench.mm.plugins), listing (attnbench.sweep.catalog) and FLOPs counting
     (attnbench.flops) read the modules from this table.
     """
@@ -170,7 +173,7 @@ GENERALIZED_ATTENTION = Mechanism(
     GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
-     "hard": "hard", "gate": "gamma_init"}, sequence_module=GeneralizedAttention1d)
+     "hard": "hard", "gate": "gamma_init", "lr": None}, sequence_module=GeneralizedAttention1d)
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
@@ -419,7 +422,7 @@ class Variant:
                 kwargs.update(attention_type=token, kv_stride=kv_stride)
             if "num_heads" in kwargs:  # modules with heads (their defaults name it)
                 kwargs["num_heads"] = num_heads
-            kwargs.update({mechanism.params[n]: value for n, value in params.items() if n != "stages"})
+            kwargs.update({mechanism.params[n]: value for n, value in params.items() if mechanism.params[n]})
             default_stages = attention_stages if mechanism.placement == "plugin" else conv_stages
             stages = _stage_mask(*params["stages"]) if "stages" in params else default_stages
             if mechanism.placement == "plugin":
@@ -429,6 +432,15 @@ class Variant:
                 overrides["dcn"] = dict(type=mechanism.type, **kwargs, fallback_on_stride=False)
                 overrides["stage_with_dcn"] = stages
         return overrides
+
+    def optimizer_overrides(self) -> dict:
+        """``optim_wrapper.paramwise_cfg.custom_keys`` of the tokens that set ``lr``: each plugin's
+        parameters, named after mmcv's plugin name (its ``_abbr_``), learn at ``lr`` times the rate."""
+        from mmcv.cnn.bricks.plugin import infer_abbr
+
+        keys = {infer_abbr(mechanism_of(t).module): dict(lr_mult=self.params_of(t)["lr"])
+                for t in self.tokens if "lr" in self.params_of(t)}
+        return {"optim_wrapper.paramwise_cfg.custom_keys": keys} if keys else {}
 
     def translation_config(self) -> dict | None:
         """The slot config of ``attnbench.models.transformer_nmt`` (``dict(type=..., **options)``),

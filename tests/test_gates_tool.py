@@ -1,4 +1,4 @@
-"""tools/gates.py: the residual gates of a store's runs, read from their last checkpoints."""
+"""tools/gates.py: how far a store's runs opened their gates, from the store's columns or old runs' checkpoints."""
 import subprocess
 import sys
 from pathlib import Path
@@ -42,8 +42,23 @@ def test_gates_per_run_and_per_variant(tmp_path):
     per_run = gates("--runs")
     assert "0.0300" in per_run and "0.0020" in per_run and "baseline" not in per_run
     (line,) = [l for l in gates().splitlines() if "0010" in l]
-    assert line.split()[3:] == ["2", "2", "0.0160", "0.0020", "0.0300"]  # runs, gates, mean of maxima, range
-    assert "1 finished runs have no checkpoint left" in gates()
+    assert line.split()[3:] == ["2", "0.0160", "0.0020", "0.0300"]  # runs, mean of maxima, range
+    assert "1 finished attention runs record no gate or offset" in gates()
+
+
+def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
+    store, rows = tmp_path / "store", []
+    add_run(store, rows, "a0", "0010", 0, gated(0.5))  # the store's value wins over the checkpoint
+    add_run(store, rows, "d0", "deformable", 0, None)
+    rows[0].update(gate_max=0.25)
+    rows[1].update(offset_mean_px=0.75)
+    pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
+    out = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), "--runs"],
+                         capture_output=True, text=True, check=True).stdout
+    (gate_line,) = [l for l in out.splitlines() if "0010" in l]
+    (offset_line,) = [l for l in out.splitlines() if "deformable" in l]
+    assert "0.2500" in gate_line and "0.5000" not in gate_line and "0.7500" in offset_line
+    assert "record no gate" not in out
 
 
 def test_a_store_without_gated_checkpoints_says_so(tmp_path):
@@ -52,4 +67,4 @@ def test_a_store_without_gated_checkpoints_says_so(tmp_path):
     pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
     result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store)],
                             capture_output=True, text=True)
-    assert result.returncode != 0 and "no run of" in result.stderr
+    assert result.returncode != 0 and "no run of" in result.stderr and "records a residual gate" in result.stderr

@@ -12,7 +12,7 @@ import torch
 
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner, snapshot_code
-from attnbench.sweep.plan import Run, build_plan
+from attnbench.sweep.plan import Run, build_plan, parse_seeds
 from attnbench.sweep.report import (comparison_table, factor_effects, pareto_front, plot_panels, plot_tradeoffs,
                                     row_kind, summarize)
 from attnbench.sweep.store import ResultsStore
@@ -45,7 +45,7 @@ def test_store_replaces_rows_and_loses_nothing_under_concurrency(tmp_path):
     (["--factors", "0110", "--modules", "teleport"], "unknown token 'teleport'"),
     (["--factors", "0110", "--tasks", "det,cls"], "unknown task"),
     (["--factors", "0110", "--slot", "enc-dec"], "applies to the nmt task only"),
-    (["--factors", "0110", "--seeds", "0"], "--seeds must be a positive integer"),
+    (["--factors", "0110", "--seeds", "0"], "--seeds must be a positive count"),
     (["--factors", "0110", "--results", "/proc/attnbench"], "not writable"),
     (["--factors", "0110", "--launcher", "kubernetes"], "unknown launcher"),
     (["--modules", "ocr", "--tasks", "det,seg"], "replaces the segmentation decode head; there is no det config"),
@@ -330,6 +330,26 @@ def test_rows_record_the_commit_and_whether_the_code_differs_from_it(tmp_path, m
     assert launch._git_commit() == commit
     (tmp_path / "attnbench/__init__.py").write_text("y\n")
     assert launch._git_commit() == commit + "+dirty"
+
+
+@pytest.mark.parametrize("text,seeds", [("3", [0, 1, 2]), ("12-14", [12, 13, 14]), ("0,3,7", [0, 3, 7]),
+                                        ("0,12-13", [0, 12, 13]), ("5-5", [5]), ("2,2-3", [2, 3])])
+def test_seeds_as_a_count_a_range_or_a_list(text, seeds):
+    assert parse_seeds(text) == seeds
+    assert sorted({r.seed for r in build_plan(["det"], [], [], parse_seeds(text), "mini")}) == sorted(seeds)
+
+
+@pytest.mark.parametrize("text", ["0", "5-3", "a", "1,", "-2", "1-2-3", "3.5"])
+def test_bad_seeds_are_refused(text):
+    with pytest.raises(ValueError, match="--seeds"):
+        parse_seeds(text)
+
+
+def test_fresh_seeds_keep_the_run_ids_of_a_count():
+    """--seeds 2-3 plans the very runs --seeds 4 plans at seeds 2 and 3: a store resumes either way."""
+    by_count = {(r.variant, r.seed): r.run_id for r in build_plan(["det"], ["0010"], [], 4, "mini")}
+    fresh = build_plan(["det"], ["0010"], [], [2, 3], "mini")
+    assert len(fresh) == 4 and all(by_count[r.variant, r.seed] == r.run_id for r in fresh)
 
 
 def test_bad_thread_count_is_refused():

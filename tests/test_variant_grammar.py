@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WITH_PARAMETERS = [
     "0100:range=7", "dynamic:kernel=7", "1111:heads=4:kv_stride=1:stages=3-5", "0010+deformable:groups=4",
     "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4",
-    "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1", "1111:gate=1", "0010:heads=4:gate=0.5"]
+    "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1", "1111:gate=1", "0010:heads=4:gate=0.5",
+    "1111:gate=1:lr=10"]
 
 
 @pytest.mark.parametrize("spec", [*vision_rows("seg"), *WITH_PARAMETERS])
@@ -38,7 +39,7 @@ def test_canonical_order_of_tokens_and_parameters():
     ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings"),
     ("1000:hard=top0", "topK"), ("1000:hard=1", "topK"), ("1000:score=cosine", "one of"),
     ("dynamic:score=dot", "dynamic takes"), ("0010:gate=x", "a number"), ("0010:gate=1.2.3", "a number"),
-    ("se:gate=1", "se takes")])
+    ("se:gate=1", "se takes"), ("0010:lr=fast", "a number"), ("deformable:lr=10", "deformable takes")])
 def test_errors(spec, match):
     with pytest.raises(ValueError, match=match):
         Variant.parse(spec)
@@ -119,3 +120,12 @@ def test_generated_configs_spell_the_parameters():
     text = next(t for p, t in configs.items() if p.name.startswith("faster-rcnn_r50w8"))
     cfg = Config.fromstring(text.replace("./", str(ROOT / "configs" / "detection") + "/"), ".py")
     assert cfg.model.backbone.plugins[0]["cfg"]["spatial_range"] == 3
+
+
+def test_learning_rate_multiplier_reaches_the_optimizer_not_the_module():
+    variant = Variant.parse("1111:gate=1:lr=10")
+    (attention,) = variant.backbone_overrides()["plugins"]
+    assert "lr" not in attention["cfg"] and None not in attention["cfg"]
+    assert variant.optimizer_overrides() == {
+        "optim_wrapper.paramwise_cfg.custom_keys": {"gen_attention_block": dict(lr_mult=10.0)}}
+    assert Variant.parse("1111:gate=1").optimizer_overrides() == {}

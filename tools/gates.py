@@ -1,27 +1,25 @@
-"""How far the residual gates of a store's vision runs opened: the final |gamma| of every gated block.
+"""How far the attention of a store's vision runs left its start: the final |gamma| of every gated block
+and the mean length of the deformable convolutions' offsets.
 
     python tools/gates.py --results results/flags [--runs] [--format text|markdown]
 
-Gated blocks (generalized attention, dynamic convolution, area, criss-cross and dual attention) add
-``gamma * branch(x)`` to their input with ``gamma`` at 0 at init (mmcv's, unless the variant sets
-``gate``), so a gate that stays near 0 means the block barely took part in the run. Reads each run's
-last checkpoint under RESULTS/runs/<run id>/ (runs whose checkpoint is gone are skipped and
-counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the smallest
-and largest of those; ``--runs`` lists every run.
+Gated blocks add ``gamma * branch(x)`` to their input with ``gamma`` at 0 at init (mmcv's, unless the
+variant sets ``gate``), so a gate that stays near 0 means the block barely took part in the run;
+deformable convolutions start with zero offsets. Each run's store row records both since they were
+added (``gate_max``, ``offset_mean_px``: attnbench.mm.hooks.OpeningHook); for older rows the gates
+are read from the run's last checkpoint under RESULTS/runs/<run id>/ (runs with neither are skipped
+and counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the
+smallest and largest of those, and the mean offset length in pixels; ``--runs`` lists every run.
 """
 import argparse
+import math
 from pathlib import Path
 
 import pandas as pd
 import torch
 
+from attnbench.mm.hooks import gate_magnitudes
 from attnbench.sweep.store import read_store_or_exit
-
-
-def gate_magnitudes(checkpoint: Path) -> list[float]:
-    """|gamma| of every residual gate (a parameter named ``gamma`` or ``gamma_*``) in a checkpoint."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-    return [float(v.abs().max()) for k, v in state.items() if k.rsplit(".", 1)[-1].split("_")[0] == "gamma"]
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
@@ -33,6 +31,31 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def checkpoint_gate_max(run_dir: Path) -> float | None:
+    """The largest |gamma| in a run's last checkpoint (NaN without gates), None without a checkpoint."""
+    checkpoint = last_checkpoint(run_dir)
+    if checkpoint is None:
+        return None
+    gates = gate_magnitudes(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
+    return max(gates) if gates else math.nan
+
+
+def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
+    """One row per finished run with a gate or an offset (``gate_max``, ``offset_mean_px``), and how many
+    attention runs record neither and have no checkpoint left to read their gates from."""
+    rows, missing = [], 0
+    for run in results[results["status"] == "ok"].to_dict("records"):
+        gate, offset = (float(run.get(column, math.nan)) for column in ("gate_max", "offset_mean_px"))
+        if math.isnan(gate) and math.isnan(offset):  # a row from before the columns, or no attention
+            from_checkpoint = checkpoint_gate_max(root / "runs" / run["run_id"])
+            missing += from_checkpoint is None and run["variant"] != "baseline"
+            gate = math.nan if from_checkpoint is None else from_checkpoint
+        if not (math.isnan(gate) and math.isnan(offset)):
+            rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
+                             gate_max=gate, offset_mean_px=offset))
+    return pd.DataFrame(rows), missing
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep", help="results folder (default: results/sweep)")
@@ -40,29 +63,20 @@ def main() -> None:
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     args = p.parse_args()
 
-    df = read_store_or_exit(args.results, "gates.py")
-    rows, missing = [], 0
-    for run in df[df["status"] == "ok"].itertuples():
-        checkpoint = last_checkpoint(Path(args.results) / "runs" / run.run_id)
-        if checkpoint is None:
-            missing += 1
-            continue
-        gates = gate_magnitudes(checkpoint)
-        if gates:
-            rows.append(dict(task=run.task, preset=run.preset, variant=run.variant, seed=int(run.seed),
-                             gates=len(gates), max_abs_gamma=max(gates)))
-    if not rows:
-        raise SystemExit(f"gates.py: no run of {args.results} has a checkpoint with a residual gate "
-                         f"({missing} runs without a checkpoint)")
-    table = pd.DataFrame(rows).sort_values(["task", "preset", "variant", "seed"])
+    table, missing = opening(read_store_or_exit(args.results, "gates.py"), Path(args.results))
+    if table.empty:
+        raise SystemExit(f"gates.py: no run of {args.results} records a residual gate or an offset "
+                         f"({missing} attention runs record neither and have no checkpoint)")
+    table = table.sort_values(["task", "preset", "variant", "seed"])
     if not args.runs:
         table = table.groupby(["task", "preset", "variant"], sort=False).agg(
-            runs=("seed", "size"), gates=("gates", "first"), mean_max_abs_gamma=("max_abs_gamma", "mean"),
-            lowest=("max_abs_gamma", "min"), highest=("max_abs_gamma", "max")).reset_index()
+            runs=("seed", "size"), mean_gate_max=("gate_max", "mean"), lowest=("gate_max", "min"),
+            highest=("gate_max", "max"), mean_offset_px=("offset_mean_px", "mean")).reset_index()
+    table = table.dropna(axis=1, how="all")
     print(table.to_markdown(index=False, floatfmt=".4f") if args.format == "markdown"
           else table.to_string(index=False, float_format="%.4f"))
     if missing:
-        print(f"\n{missing} finished runs have no checkpoint left and are not counted")
+        print(f"\n{missing} finished attention runs record no gate or offset and have no checkpoint left: not counted")
 
 
 if __name__ == "__main__":

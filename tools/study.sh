@@ -21,6 +21,8 @@
 #   scores  E1's score functions (dot, bilinear, additive; the baseline is scaled_dot) and hard attention
 #           (top1, top4) on translation's encoder-decoder and encoder self-attention slots (E1 alone),
 #           then on detection (1000 is mmcv's unscaled dot; scaled_dot, bilinear, additive, top1, top4)
+#   protocol-screen  designs for attention that trains, on det-flag at the fresh seeds 20-23 (gate start
+#           0.1 and 1, attention learning rate x10 and x30), into results/protocol (docs/diagnostics.md)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -61,8 +63,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -83,6 +85,9 @@ for p in "${parts[@]}"; do
                 sweep --tasks nmt --slot "$slot" --modules 1000:score=dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4
             done
             sweep --tasks det --modules 1000,1000:score=scaled_dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4 ;;
+        protocol-screen)  # seeds and store fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks det-flag --factors 1111:gate=1,1111:gate=0.1,1111:gate=1:lr=10,1111:gate=1:lr=30 \
+                --seeds 20-23 --results results/protocol ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

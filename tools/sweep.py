@@ -3,6 +3,7 @@
 Examples:
     python tools/sweep.py --factors 0110                  # 0110 vs the baseline on det and seg (mini)
     python tools/sweep.py --factors 0110,0010,1111 --seeds 3
+    python tools/sweep.py --tasks det-flag --factors 1111 --seeds 12-19   # fresh seeds beside the old 0 .. 11
     python tools/sweep.py --factors all --modules deformable,dynamic,area,0010+deformable
     python tools/sweep.py --tasks nmt --slot enc-dec --factors 1111,1000,0111,0010
     python tools/sweep.py --tasks det-near-far,seg-near-far --factors 1111,0010 --seeds 5  # a diagnostic rule
@@ -43,7 +44,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
                    "configs), smoke (the mini configs for a few iterations: checks a sweep end to end in a minute) "
                    "or long (the mini vision configs trained 4x longer)")
-    p.add_argument("--seeds", type=int, default=1, help="seeds per variant (0 .. N-1)")
+    p.add_argument("--seeds", default="1", help="a count N (seeds 0 .. N-1, default 1) or the seeds as A-B, A,B,C "
+                   "or a mix: --seeds 12-19 adds fresh seeds to a store without rerunning or re-listing the old ones")
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
     p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")
     p.add_argument("--force", action="store_true", help="redo runs already recorded as done")
@@ -74,14 +76,14 @@ def main() -> int:
         print(format_mechanism_table(mechanism_table()))
         return 0
     from attnbench.sweep.launch import SweepRunner, wandb_mode
-    from attnbench.sweep.plan import build_plan, parse_factors
+    from attnbench.sweep.plan import build_plan, parse_factors, parse_seeds
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
 
     try:
         factors = parse_factors(args.factors) if args.factors else []
         modules = [m.strip() for m in args.modules.split(",") if m.strip()]
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        runs = build_plan(tasks, factors, modules, args.seeds, args.preset, args.slot, not args.no_baseline,
+        runs = build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
                           args.threads)
         store = ResultsStore(args.results)
         store.check_writable()

@@ -2,6 +2,7 @@
 import copy
 import math
 import time
+from collections.abc import Mapping
 
 import torch
 from mmengine.hooks import Hook
@@ -67,6 +68,61 @@ class RunSummaryHook(Hook):
             run.summary.update(self.extra | self.metrics | {"train_seconds": self.train_seconds})
 
 
+def gate_magnitudes(state: Mapping[str, torch.Tensor]) -> list[float]:
+    """|gamma| of every residual gate (a tensor named ``gamma`` or ``gamma_*``) of a state dict."""
+    return [float(v.abs().max()) for k, v in state.items() if k.rsplit(".", 1)[-1].split("_")[0] == "gamma"]
+
+
+@HOOKS.register_module()
+class OpeningHook(Hook):
+    """How far a run's attention left its start, written into ``summary`` (the sweep passes the dict
+    its result row and W&B summary are made of):
+
+    - ``gate_max``: the largest final |gamma| of the residual gates ``y = x + gamma * branch(x)``
+      (0 at mmcv's initialisation: a gate still near 0 means the block barely took part); NaN without any;
+    - ``offset_mean_px``: the mean length ``sqrt(dy^2 + dx^2)`` of the deformable convolutions' offsets
+      (0 at init) over the last validation, in pixels of each convolution's input; NaN without any.
+    """
+
+    priority = "VERY_HIGH"  # before RunSummaryHook, which writes the W&B summary at the end of the run
+
+    def __init__(self, summary: dict):
+        self.summary = summary
+        self._handles: list = []
+        self._lengths: list[torch.Tensor] = []
+
+    def before_val_epoch(self, runner) -> None:
+        from attnbench.attention.deformable_conv import _DeformConv2dBase
+
+        self._lengths = []
+        for module in _model(runner).modules():
+            if isinstance(module, _DeformConv2dBase):
+                self._handles.append(module.conv_offset.register_forward_hook(self._offset_hook(module)))
+
+    def _offset_hook(self, module):
+        num_offsets = 2 * module.deform_groups * module.kernel_size[0] * module.kernel_size[1]
+
+        def record(conv, inputs, branch):
+            n, _, h, w = branch.shape
+            offsets = branch[:, :num_offsets].detach().float().reshape(n, -1, 2, h, w)  # (dy, dx) pairs
+            self._lengths.append(offsets.norm(dim=2).flatten())
+        return record
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self.summary["offset_mean_px"] = float(torch.cat(self._lengths).mean()) if self._lengths else math.nan
+
+    def after_train(self, runner) -> None:
+        gates = gate_magnitudes(_model(runner).state_dict())
+        self.summary["gate_max"] = max(gates) if gates else math.nan
+
+
+def _model(runner) -> torch.nn.Module:
+    return runner.model.module if hasattr(runner.model, "module") else runner.model
+
+
 @HOOKS.register_module()
 class PairedInitHook(Hook):
     """Start every run from its baseline's initial weights at the same seed, so runs pair by seed.
@@ -98,7 +154,7 @@ class PairedInitHook(Hook):
             torch.manual_seed(runner.seed)
             reference = MODELS.build(reference_cfg)
             reference.init_weights()
-        model = runner.model.module if hasattr(runner.model, "module") else runner.model
+        model = _model(runner)
         own = model.state_dict()
         shared = {k: v for k, v in reference.state_dict().items() if k in own and own[k].shape == v.shape}
         model.load_state_dict(shared, strict=False)

@@ -77,9 +77,30 @@ def parse_factors(spec: str) -> list[str]:
     return [v.name for v in variants]
 
 
-def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int, preset: str,
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: a count ``N`` (seeds 0 .. N-1), or the seeds themselves as ``A-B``, ``A,B,C`` or a mix
+    (``0,2-4``), so that a study adds fresh seeds (``12-19``) without re-listing the old ones; one seed
+    alone is ``A-A``."""
+    text = text.strip()
+    if text.isdigit():
+        if int(text) < 1:
+            raise ValueError(f"--seeds must be a positive count or a list of seeds (e.g. 12-19), got {text!r}")
+        return list(range(int(text)))
+    seeds = []
+    for item in text.split(","):
+        first, _, last = item.strip().partition("-")
+        if not first.isdigit() or (last and (not last.isdigit() or int(last) < int(first))):
+            raise ValueError(f"--seeds {text!r}: give a count N (seeds 0 .. N-1) or seeds as A-B, A,B,C or a mix "
+                             "(e.g. 12-19 or 0,3,7)")
+        seeds += range(int(first), int(last or first) + 1)
+    return list(dict.fromkeys(seeds))
+
+
+def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,
                slot: str | None = None, baseline: bool = True, threads: int | None = None) -> list[Run]:
     """Every (task, variant, seed) run; raises ``ValueError`` on any bad input before training.
+
+    ``seeds`` is a count (seeds 0 .. N-1) or the seeds themselves (:func:`parse_seeds`).
 
     ``threads`` overrides the CPU threads the configs fix (``cpu_threads``): a run with another
     thread count computes other numbers, so it is another run (its own config hash and run id).
@@ -88,8 +109,12 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         raise ValueError(f"--threads must be a positive integer, got {threads}")
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {PRESETS}")
-    if seeds < 1:
-        raise ValueError(f"--seeds must be a positive integer, got {seeds}")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(f"--seeds must be a positive integer, got {seeds}")
+        seeds = range(seeds)
+    if not seeds or any(s < 0 for s in seeds):
+        raise ValueError(f"--seeds must name at least one seed, none negative; got {list(seeds)}")
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
@@ -109,5 +134,5 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
                 if threads is not None:
                     cfg_options = cfg_options | {"cpu_threads": threads}
                 runs += [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
-                         for seed in range(seeds)]
+                         for seed in seeds]
     return runs

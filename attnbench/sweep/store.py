@@ -19,11 +19,12 @@ from filelock import FileLock
 #: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
-#: its tokens' parameters (``range=7``; attnbench.variants).
+#: its tokens' parameters (``range=7``; attnbench.variants). ``gate_max`` and ``offset_mean_px`` say how far
+#: the run's attention left its start (attnbench.mm.hooks.OpeningHook); empty where it has no gate or offset.
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
-    "params_model", "input_size", "train_seconds", "peak_memory_mb",
+    "params_model", "input_size", "train_seconds", "peak_memory_mb", "gate_max", "offset_mean_px",
     "threads", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
 )

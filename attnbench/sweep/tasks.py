@@ -87,8 +87,8 @@ class VisionTask:
             raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
         else:
             base = diagnostic_config_path(self.family, self.rule)
-        return str(base), options | {f"model.backbone.{key}": value
-                                     for key, value in parsed.backbone_overrides().items()}
+        return str(base), options | parsed.optimizer_overrides() | {
+            f"model.backbone.{key}": value for key, value in parsed.backbone_overrides().items()}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from attnbench.flops import count_model

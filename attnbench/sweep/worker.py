@@ -36,7 +36,7 @@ def execute(run: dict) -> dict:
     import torch
     from mmengine.runner import Runner
 
-    from attnbench.mm.hooks import RunSummaryHook
+    from attnbench.mm.hooks import OpeningHook, RunSummaryHook
     from attnbench.mm.run_setup import apply_run_protocol, load_config, resumable_checkpoints
 
     from .tasks import TASKS
@@ -58,7 +58,9 @@ def execute(run: dict) -> dict:
     with torch.random.fork_rng(devices=[]):  # counting draws inputs: leave training's random stream alone
         counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
     recorder = RunSummaryHook(extra=counts)
-    runner.register_hook(recorder, priority=recorder.priority)
+    opening = OpeningHook(summary=recorder.extra)  # its values reach the W&B summary and the row
+    for hook in (recorder, opening):
+        runner.register_hook(hook, priority=hook.priority)
     with resumable_checkpoints():
         runner.train()  # ends with a validation of the final weights
     if task.metric not in recorder.metrics:
@@ -67,7 +69,7 @@ def execute(run: dict) -> dict:
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
-               peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **counts)
+               peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **recorder.extra)
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
