@@ -191,7 +191,8 @@ MECHANISMS: dict[str, Mechanism] = {
         DynamicConv2d, "dynconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019",
         kwargs=dict(kernel_size=3, num_heads=8),
-        params={"kernel": "kernel_size", "heads": "num_heads", "stages": None}, sequence_module=DynamicConv1d),
+        params={"kernel": "kernel_size", "heads": "num_heads", "stages": None, "gate": "gamma_init"},
+        sequence_module=DynamicConv1d),
     "lightweight": Mechanism(
         LightweightConv1d, "lightconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019", "sequence",
@@ -200,7 +201,7 @@ MECHANISMS: dict[str, Mechanism] = {
         AreaAttention2d, "area", "spatial attention (study)",
         "Li et al.: Area Attention, ICML 2019",
         kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2),
-        params={"heads": "num_heads", "stages": None}, sequence_module=AreaAttention1d),
+        params={"heads": "num_heads", "stages": None, "gate": "gamma_init"}, sequence_module=AreaAttention1d),
     "se": Mechanism(
         SqueezeExcite, "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
         kwargs=dict(reduction=16)),
@@ -210,10 +211,10 @@ MECHANISMS: dict[str, Mechanism] = {
     "gc": Mechanism(
         GlobalContext, "gc", "self-attention",
         "Cao et al.: GCNet: Non-local Networks Meet Squeeze-Excitation Networks and Beyond, ICCVW 2019",
-        kwargs=dict(ratio=1 / 4)),
+        kwargs=dict(ratio=1 / 4), params={"stages": None, "gate": "out_gain"}),
     "nonlocal": Mechanism(
         NonLocal2d, "nonlocal", "self-attention", "Wang et al.: Non-local Neural Networks, CVPR 2018",
-        kwargs=dict(reduction=2, mode="embedded_gaussian")),
+        kwargs=dict(reduction=2, mode="embedded_gaussian"), params={"stages": None, "gate": "out_gain"}),
     "ge": Mechanism(
         GatherExcite, "ge", "channel",
         "Hu et al.: Gather-Excite: Exploiting Feature Context in Convolutional Neural Networks, NeurIPS 2018",
@@ -238,26 +239,27 @@ MECHANISMS: dict[str, Mechanism] = {
         "MICCAI 2018", kwargs=dict(reduction=2, aggregation="max")),
     "a2": Mechanism(
         DoubleAttention, "a2", "mixed", "Chen et al.: A2-Nets: Double Attention Networks, NeurIPS 2018",
-        kwargs=dict(reduction=4)),
+        kwargs=dict(reduction=4), params={"stages": None, "gate": "out_gain"}),
     "ran": Mechanism(
         ResidualAttention, "ran", "mixed",
         "Wang et al.: Residual Attention Network for Image Classification, CVPR 2017",
         kwargs=dict(reduction=4, depth=2)),
     "da": Mechanism(
         DualAttention, "da", "self-attention",
-        "Fu et al.: Dual Attention Network for Scene Segmentation, CVPR 2019", kwargs=dict(reduction=8)),
+        "Fu et al.: Dual Attention Network for Scene Segmentation, CVPR 2019", kwargs=dict(reduction=8),
+        params={"stages": None, "gate": "gamma_init"}),
     "ann": Mechanism(
         AsymmetricNonLocal2d, "ann", "self-attention",
         "Zhu et al.: Asymmetric Non-local Neural Networks for Semantic Segmentation, ICCV 2019",
-        kwargs=dict(reduction=2, pool_sizes=(1, 3, 6, 8))),
+        kwargs=dict(reduction=2, pool_sizes=(1, 3, 6, 8)), params={"stages": None, "gate": "out_gain"}),
     "iau": Mechanism(
         InteractionAggregation2d, "iau", "self-attention",
         "Hou et al.: IAUnet: Global Context-Aware Feature Learning for Person Reidentification, TNNLS 2021",
-        kwargs=dict(mode="both", reduction=2, num_parts=4)),
+        kwargs=dict(mode="both", reduction=2, num_parts=4), params={"stages": None, "gate": "out_gain"}),
     "cc": Mechanism(
         CrissCrossAttention, "cc", "self-attention",
         "Huang et al.: CCNet: Criss-Cross Attention for Semantic Segmentation, ICCV 2019",
-        kwargs=dict(reduction=8, recurrence=2)),
+        kwargs=dict(reduction=8, recurrence=2), params={"stages": None, "gate": "gamma_init"}),
     "ocr": Mechanism(
         ObjectContext, "ocr", "category",
         "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={},

@@ -462,8 +462,9 @@ class AreaAttention2d(_AreaAttentionBase):
     """Area attention block for ``(N, C, H, W)`` feature maps: ``y = x + gamma * W_out area_attention(x)``.
 
     Queries are all pixels; keys and values come from the grid subsampled by ``kv_stride``, and the
-    areas are its rectangles up to ``max_area_height x max_area_width``. ``gamma`` starts at 0, so
-    the block starts as the identity (a ResNet plugin).
+    areas are its rectangles up to ``max_area_height x max_area_width``. ``gamma`` starts at
+    ``gamma_init``, 0 by default, so the block starts as the identity (a ResNet plugin) and only
+    ``gamma`` gets a gradient until it moves.
 
     Args:
         in_channels: channels of the feature map; divisible by ``num_heads``.
@@ -473,18 +474,20 @@ class AreaAttention2d(_AreaAttentionBase):
         area_key_mode, area_value_mode: see the module docstring.
         top_k_areas: keep the ``k`` highest-scoring areas per query (0 keeps all).
         dropout: dropout on the attention weights during training.
+        gamma_init: initial value of the residual gate ``gamma`` (0: the block starts as identity).
     """
 
     _abbr_ = "area_attention_block"
 
     def __init__(self, in_channels: int, num_heads: int = 8, max_area_width: int = 3, max_area_height: int = 3,
                  kv_stride: int = 1, area_key_mode: str = "mean", area_value_mode: str = "sum",
-                 top_k_areas: int = 0, dropout: float = 0.0):
+                 top_k_areas: int = 0, dropout: float = 0.0, gamma_init: float = 0.0):
         super().__init__(in_channels, num_heads, max_area_width, max_area_height, area_key_mode, area_value_mode,
                          top_k_areas, dropout)
         check_positive_int(kv_stride=kv_stride)
         self.in_channels = in_channels
         self.kv_stride = kv_stride
+        self.gamma_init = float(gamma_init)
         self.query_conv = nn.Conv2d(in_channels, in_channels, 1)
         self.key_conv = nn.Conv2d(in_channels, in_channels, 1)
         self.value_conv = nn.Conv2d(in_channels, in_channels, 1)
@@ -493,9 +496,9 @@ class AreaAttention2d(_AreaAttentionBase):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform 1x1 convolutions, zero biases, the key combiner's own, gamma = 0."""
+        """Xavier-uniform 1x1 convolutions, zero biases, the key combiner's own, gamma = ``gamma_init``."""
         self._reset_projections((self.query_conv, self.key_conv, self.value_conv, self.out_conv))
-        nn.init.zeros_(self.gamma)
+        nn.init.constant_(self.gamma, self.gamma_init)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, num_heads={self.num_heads}, max_area={self.max_area_height}x"

@@ -22,9 +22,10 @@ The attention costs ``HW x S`` instead of ``HW x HW``. The values are projected 
 
 Fusion: the paper's APNB (and mmseg's) concatenates ``W_o a`` with ``x`` and applies a 1x1
 conv-BN-ReLU from ``2C`` to ``C``; this plugin adds ``W_o a`` to ``x`` instead (the residual of
-the non-local block), with ``W_o`` and ``b_o`` zero at init (mmseg zero-initialises ``W_o`` too),
-so the block starts as identity. ``W_o a`` equals mmseg's ``SelfAttentionBlock`` output inside
-``APNB`` (``query_scales=(1,)``), with the same BN.
+the non-local block), with ``b_o`` zero at init and ``W_o`` ``out_gain`` times a Kaiming-normal
+draw: at the default ``out_gain = 0`` (mmseg zero-initialises ``W_o`` too) the block starts as
+identity and only ``W_o`` and ``b_o`` get a gradient until they move. ``W_o a`` equals mmseg's
+``SelfAttentionBlock`` output inside ``APNB`` (``query_scales=(1,)``), with the same BN.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .checks import check_at_least, check_feature_map
+from .init import branch_gate_init_
 
 
 def pyramid_pool(x: torch.Tensor, pool_sizes: Sequence[int]) -> torch.Tensor:
@@ -50,11 +52,13 @@ class AsymmetricNonLocal2d(nn.Module):
         in_channels: channels ``C`` of the input.
         reduction: ratio of the key/value width, ``C' = max(C // reduction, 1)``.
         pool_sizes: output sizes ``s`` of the pyramid's adaptive average pools (``s x s`` each).
+        out_gain: scale of the output conv's initial weights (0: zero, the block starts as identity).
     """
 
     _abbr_ = "apnb_block"
 
-    def __init__(self, in_channels: int, reduction: int = 2, pool_sizes: Sequence[int] = (1, 3, 6, 8)):
+    def __init__(self, in_channels: int, reduction: int = 2, pool_sizes: Sequence[int] = (1, 3, 6, 8),
+                 out_gain: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels, reduction=reduction)
         pool_sizes = tuple(pool_sizes)
@@ -66,6 +70,7 @@ class AsymmetricNonLocal2d(nn.Module):
         self.pool_sizes = pool_sizes
         self.num_samples = sum(s * s for s in pool_sizes)
         self.key_channels = max(in_channels // reduction, 1)
+        self.out_gain = float(out_gain)
         self.query_key = nn.Sequential(
             nn.Conv2d(in_channels, self.key_channels, 1, bias=False),
             nn.BatchNorm2d(self.key_channels),
@@ -76,13 +81,12 @@ class AsymmetricNonLocal2d(nn.Module):
 
     def reset_parameters(self) -> None:
         """As mmseg: Kaiming-normal (fan_out) query/key conv, unit BN with fresh running
-        statistics, PyTorch's default value conv, and a zero output conv (the block starts as
-        identity)."""
+        statistics, PyTorch's default value conv, and the output conv at ``out_gain`` (zero by
+        default: the block starts as identity)."""
         nn.init.kaiming_normal_(self.query_key[0].weight, mode="fan_out", nonlinearity="relu")
         self.query_key[1].reset_parameters()
         self.value.reset_parameters()
-        nn.init.zeros_(self.out_conv.weight)
-        nn.init.zeros_(self.out_conv.bias)
+        branch_gate_init_(self.out_conv, self.out_gain)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, pool_sizes={self.pool_sizes}"

@@ -13,8 +13,8 @@ on copied weights with ``recurrence=1``).
 
 applied ``recurrence`` times with shared weights (the paper's R = 2: two passes carry every
 pixel's information to every other). Of the study's terms it is E1 alone (query content against
-key content) on H + W - 1 keys instead of HW. ``gamma`` is zero at init: the block starts as
-identity.
+key content) on H + W - 1 keys instead of HW. ``gamma`` starts at ``gamma_init``, 0 by default
+(as mmcv): the block then starts as identity and only ``gamma`` gets a gradient until it moves.
 """
 from __future__ import annotations
 
@@ -32,16 +32,18 @@ class CrissCrossAttention(nn.Module):
         in_channels: channels ``C`` of the input.
         reduction: query and key width ``max(C // reduction, 1)``; the paper's and mmcv's 8.
         recurrence: passes ``R`` with shared weights; the paper's 2.
+        gamma_init: initial value of the residual gate ``gamma`` (0: the block starts as identity).
     """
 
     _abbr_ = "cc_attention"
 
-    def __init__(self, in_channels: int, reduction: int = 8, recurrence: int = 2):
+    def __init__(self, in_channels: int, reduction: int = 8, recurrence: int = 2, gamma_init: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels, reduction=reduction, recurrence=recurrence)
         self.in_channels = in_channels
         self.reduction = reduction
         self.recurrence = recurrence
+        self.gamma_init = float(gamma_init)
         self.key_channels = max(in_channels // reduction, 1)
         self.query_conv = nn.Conv2d(in_channels, self.key_channels, 1)
         self.key_conv = nn.Conv2d(in_channels, self.key_channels, 1)
@@ -50,9 +52,10 @@ class CrissCrossAttention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Kaiming-normal (fan_in) weights, zero biases and a zero ``gamma`` (identity at init)."""
+        """Kaiming-normal (fan_in) weights, zero biases and ``gamma = gamma_init`` (0 by default:
+        identity at init)."""
         kaiming_init_(self)
-        nn.init.zeros_(self.gamma)
+        nn.init.constant_(self.gamma, self.gamma_init)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, recurrence={self.recurrence}"

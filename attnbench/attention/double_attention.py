@@ -13,8 +13,10 @@ With 1x1 convs phi: ``C -> c_m``, theta, rho: ``C -> c_n`` (with bias) and ``L =
 
 Each of the ``c_n`` attention maps in ``B`` sums to 1 over the positions; each position's
 attention vector in ``V`` sums to 1 over the ``c_n`` descriptors. Here ``c_m = c_n = max(C //
-reduction, 1)``. ``W_out`` and ``b_out`` are zero at init so the block starts as identity: a choice
-for use as a plugin in a pretrained backbone, not something the paper specifies.
+reduction, 1)``. ``b_out`` is zero at init and ``W_out`` is ``out_gain`` times a Kaiming-normal
+draw; at the default ``out_gain = 0`` the block starts as identity (a choice for use as a plugin in
+a pretrained backbone, not something the paper specifies) and only ``W_out`` and ``b_out`` get a
+gradient until they move.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
-from .init import kaiming_init_
+from .init import branch_gate_init_, kaiming_init_
 
 
 def double_attention(features: torch.Tensor, gather_logits: torch.Tensor,
@@ -47,27 +49,28 @@ class DoubleAttention(nn.Module):
     Args:
         in_channels: channels ``C`` of the input.
         reduction: ``c_m = c_n = max(C // reduction, 1)`` feature and attention channels.
+        out_gain: scale of the output conv's initial weights (0: zero, the block starts as identity).
     """
 
     _abbr_ = "double_attention_block"
 
-    def __init__(self, in_channels: int, reduction: int = 4):
+    def __init__(self, in_channels: int, reduction: int = 4, out_gain: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels, reduction=reduction)
         self.in_channels = in_channels
         self.reduction = reduction
         self.attention_channels = max(in_channels // reduction, 1)
+        self.out_gain = float(out_gain)
         # phi, theta and rho as one conv: output channels [A | B | V]
         self.embed = nn.Conv2d(in_channels, 3 * self.attention_channels, 1)
         self.out_conv = nn.Conv2d(self.attention_channels, in_channels, 1)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Kaiming-normal (fan_in) embedding with zero bias and a zero output conv (the block
-        starts as identity)."""
+        """Kaiming-normal (fan_in) embedding with zero bias and the output conv at ``out_gain``
+        (zero by default: the block starts as identity)."""
         kaiming_init_(self.embed)
-        nn.init.zeros_(self.out_conv.weight)
-        nn.init.zeros_(self.out_conv.bias)
+        branch_gate_init_(self.out_conv, self.out_gain)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}"

@@ -21,8 +21,9 @@ to the channels it is least similar to. The PAM logits are not scaled (no ``1 / 
 
 Fusion: DANet's head wraps each module in 3x3 conv-BN-ReLU layers and sums the two branches after
 those convs; as a plugin the block keeps only the two attention modules and sums them on ``x``, so
-it adds ``C' * 2C + C^2`` weights and two scalars. ``gamma_p`` and ``gamma_c`` are zero at init
-(as in the paper), so the block starts as identity.
+it adds ``C' * 2C + C^2`` weights and two scalars. ``gamma_p`` and ``gamma_c`` both start at
+``gamma_init``, 0 by default (as in the paper): the block then starts as identity and only the two
+gammas get a gradient until they move.
 
 Cost: the position affinity is ``HW x HW``; it runs in ``scaled_dot_product_attention``, whose
 fused kernels do not store it (on CUDA the memory-efficient kernel, which takes ``C' != C``, when
@@ -60,16 +61,18 @@ class DualAttention(nn.Module):
     Args:
         in_channels: channels ``C`` of the input.
         reduction: ratio of the position query/key width, ``C' = max(C // reduction, 1)``.
+        gamma_init: initial value of both residual gates (0: the block starts as identity).
     """
 
     _abbr_ = "dual_attention_block"
 
-    def __init__(self, in_channels: int, reduction: int = 8):
+    def __init__(self, in_channels: int, reduction: int = 8, gamma_init: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels, reduction=reduction)
         self.in_channels = in_channels
         self.reduction = reduction
         self.key_channels = max(in_channels // reduction, 1)
+        self.gamma_init = float(gamma_init)
         self.query = nn.Conv2d(in_channels, self.key_channels, 1)
         self.key = nn.Conv2d(in_channels, self.key_channels, 1)
         self.value = nn.Conv2d(in_channels, in_channels, 1)
@@ -78,12 +81,12 @@ class DualAttention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyTorch's default conv init (as DANet and mmseg) and zero gammas (the block starts as
-        identity)."""
+        """PyTorch's default conv init (as DANet and mmseg) and gammas at ``gamma_init`` (0 by
+        default: the block starts as identity)."""
         for m in (self.query, self.key, self.value):
             m.reset_parameters()
-        nn.init.zeros_(self.gamma_position)
-        nn.init.zeros_(self.gamma_channel)
+        for gamma in (self.gamma_position, self.gamma_channel):
+            nn.init.constant_(gamma, self.gamma_init)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}"

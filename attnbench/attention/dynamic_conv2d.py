@@ -4,7 +4,8 @@ The dynamic convolution of Wu et al., "Pay Less Attention with Lightweight and D
 Convolutions", ICLR 2019, https://arxiv.org/abs/1901.10430 (Eq. 4), carried from sequences to
 ``k x k`` pixel neighbourhoods; reference code consulted: fairseq
 ``fairseq/modules/dynamic_convolution.py``. The block wrapping (1x1 value and output projections,
-``x + gamma * out`` with ``gamma = 0`` at init) follows the generalized attention block.
+``x + gamma * out`` with ``gamma = gamma_init``, 0 by default, at init) follows the generalized
+attention block: at 0 the block starts as the identity and only ``gamma`` gets a gradient until it moves.
 
 For pixel ``p``, head ``m`` (channels split into ``H`` heads of ``R = C / H``) and tap ``j`` at the
 offset ``o_j = dilation * (a - k // 2, b - k // 2)``, ``a, b in [0, k)``:
@@ -35,11 +36,13 @@ class DynamicConv2d(nn.Module):
         kernel_size: taps ``k`` per side (even sizes reach one pixel further up and left).
         num_heads: heads ``H``; the channels of a head share its predicted kernel.
         dilation: spacing of the taps, in pixels.
+        gamma_init: initial value of the residual gate ``gamma`` (0: the block starts as identity).
     """
 
     _abbr_ = "dynamic_conv_block"
 
-    def __init__(self, in_channels: int, kernel_size: int = 3, num_heads: int = 8, dilation: int = 1):
+    def __init__(self, in_channels: int, kernel_size: int = 3, num_heads: int = 8, dilation: int = 1,
+                 gamma_init: float = 0.0):
         super().__init__()
         check_at_least(1, kernel_size=kernel_size, dilation=dilation)
         check_multiple("in_channels", in_channels, "num_heads", num_heads)
@@ -47,6 +50,7 @@ class DynamicConv2d(nn.Module):
         self.kernel_size = kernel_size
         self.num_heads = num_heads
         self.dilation = dilation
+        self.gamma_init = float(gamma_init)
         self.kernel_conv = nn.Conv2d(in_channels, num_heads * kernel_size ** 2, 1, bias=False)
         self.value_conv = nn.Conv2d(in_channels, in_channels, 1, bias=False)
         self.proj_conv = nn.Conv2d(in_channels, in_channels, 1, bias=True)
@@ -54,11 +58,12 @@ class DynamicConv2d(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Kaiming-normal (fan_in) projections, zero bias and gamma = 0 (the block starts as identity)."""
+        """Kaiming-normal (fan_in) projections, zero bias and gamma = ``gamma_init`` (0 by default:
+        the block starts as identity)."""
         for m in (self.kernel_conv, self.value_conv, self.proj_conv):
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="leaky_relu")
         nn.init.zeros_(self.proj_conv.bias)
-        nn.init.zeros_(self.gamma)
+        nn.init.constant_(self.gamma, self.gamma_init)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, kernel_size={self.kernel_size}, num_heads={self.num_heads}, "

@@ -12,7 +12,9 @@ fusion_types=('channel_add',))``, which this module matches on copied weights) a
 
 with the LayerNorm over the ``(C * ratio, 1, 1)`` bottleneck.
 
-``W_2`` and ``b_2`` are zero at init, so the block starts as identity.
+``b_2`` is zero at init and ``W_2`` is ``out_gain`` times a Kaiming-normal draw; at the default
+``out_gain = 0`` (mmcv's ``last_zero_init``) the block starts as the identity, and only ``W_2`` and
+``b_2`` get a gradient until they move.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
-from .init import kaiming_init_
+from .init import branch_gate_init_, kaiming_init_
 
 
 class GlobalContext(nn.Module):
@@ -29,11 +31,12 @@ class GlobalContext(nn.Module):
     Args:
         in_channels: channels ``C`` of the input.
         ratio: bottleneck width as a fraction of ``C``; hidden width ``int(C * ratio)`` must be >= 1.
+        out_gain: scale of the last conv's initial weights (0: zero, the block starts as identity).
     """
 
     _abbr_ = "gc_block"
 
-    def __init__(self, in_channels: int, ratio: float = 1 / 4):
+    def __init__(self, in_channels: int, ratio: float = 1 / 4, out_gain: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels)
         if not 0 < ratio or int(in_channels * ratio) < 1:
@@ -42,6 +45,7 @@ class GlobalContext(nn.Module):
         self.in_channels = in_channels
         self.ratio = ratio
         self.hidden_channels = int(in_channels * ratio)
+        self.out_gain = float(out_gain)
         self.context_conv = nn.Conv2d(in_channels, 1, 1)
         self.transform = nn.Sequential(
             nn.Conv2d(in_channels, self.hidden_channels, 1),
@@ -51,13 +55,12 @@ class GlobalContext(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Kaiming-normal (fan_in) weights, zero biases, unit LayerNorm, and a zero last conv
-        (the block starts as identity)."""
+        """Kaiming-normal (fan_in) weights, zero biases, unit LayerNorm, and the last conv at
+        ``out_gain`` (zero by default: the block starts as identity)."""
         for m in (self.context_conv, self.transform[0]):
             kaiming_init_(m)
         self.transform[1].reset_parameters()
-        nn.init.zeros_(self.transform[3].weight)
-        nn.init.zeros_(self.transform[3].bias)
+        branch_gate_init_(self.transform[3], self.out_gain)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, ratio={self.ratio}"

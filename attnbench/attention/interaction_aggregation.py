@@ -7,8 +7,9 @@ https://github.com/blue-blue272/ImgReID-IAnet (``models/IAU.py``, ``models/SIAU.
 block, which this module follows layer for layer; the equations below are read from that code).
 
 Each IAU step has an interaction (pairwise relations), an aggregation (relation-weighted sums)
-and an update (``z = x + W(aggregate)``, ``W`` ending in a BatchNorm whose weight and bias are
-zero at init, so every step, and the block, starts as identity).
+and an update (``z = x + W(aggregate)``, ``W`` ending in a BatchNorm whose bias is zero at init and
+whose weight is ``out_gain``: at the default 0 every step, and the block, starts as identity, and
+only those BNs get a gradient until their weights move).
 
 Channel IAU, on the ``C x HW`` matrix ``X`` of ``x`` (no embedding, no logit scale):
 
@@ -52,7 +53,7 @@ import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
 from .dual_attention import channel_attention
-from .init import kaiming_init_
+from .init import branch_gate_init_, kaiming_init_
 
 MODES = ("spatial", "channel", "both")
 
@@ -66,11 +67,13 @@ class InteractionAggregation2d(nn.Module):
         mode: ``'channel'``, ``'spatial'`` or ``'both'`` (channel IAU, then spatial IAU).
         reduction: ratio of the spatial node width, ``C' = max(C // reduction, 1)``.
         num_parts: number ``P`` of part maps (spatial nodes besides the global one), >= 2.
+        out_gain: initial weight of the BN closing each update (0: the block starts as identity).
     """
 
     _abbr_ = "iau_block"
 
-    def __init__(self, in_channels: int, mode: str = "both", reduction: int = 2, num_parts: int = 4):
+    def __init__(self, in_channels: int, mode: str = "both", reduction: int = 2, num_parts: int = 4,
+                 out_gain: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels)
         if mode not in MODES:
@@ -81,6 +84,7 @@ class InteractionAggregation2d(nn.Module):
         self.mode = mode
         self.reduction = reduction
         self.num_parts = num_parts
+        self.out_gain = float(out_gain)
         self.node_channels = max(in_channels // reduction, 1)
         self.channel = mode in ("channel", "both")
         self.spatial = mode in ("spatial", "both")
@@ -98,13 +102,12 @@ class InteractionAggregation2d(nn.Module):
 
     def reset_parameters(self) -> None:
         """As the authors' code: Kaiming-normal (fan_out) convs, unit BNs with fresh running
-        statistics, and zero weight and bias in the BN closing each update (the block starts as
-        identity); conv biases zero."""
+        statistics, and zero bias and weight ``out_gain`` in the BN closing each update (zero by
+        default: the block starts as identity); conv biases zero."""
         kaiming_init_(self, mode="fan_out")
         for name, m in self.named_children():
             if name.endswith("_update"):  # (conv, BN)
-                nn.init.zeros_(m[1].weight)
-                nn.init.zeros_(m[1].bias)
+                branch_gate_init_(m[1], self.out_gain)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, mode={self.mode!r}, reduction={self.reduction}, "

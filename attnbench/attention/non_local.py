@@ -12,8 +12,10 @@ With ``theta``, ``phi``, ``g`` 1x1 convs ``C -> C' = max(C // reduction, 1)`` (w
 
 Difference from the paper, kept to match mmcv (``use_scale=True``, its default): the embedded
 Gaussian logits are divided by ``sqrt(C')``, as in scaled dot-product attention; the paper has no
-scale. ``W_z`` and ``b_z`` are zero at init (the paper zero-initialises the BN after ``W_z``;
-there is no BN here), so the block starts as identity.
+scale. ``b_z`` is zero at init and ``W_z`` is ``out_gain`` times a Kaiming-normal draw; at the
+default ``out_gain = 0`` (mmcv's ``zeros_init``; the paper zero-initialises the BN after ``W_z``,
+there is no BN here) the block starts as identity and only ``W_z`` and ``b_z`` get a gradient until
+they move.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import torch
 import torch.nn as nn
 
 from .checks import check_at_least, check_feature_map
+from .init import branch_gate_init_
 
 MODES = ("embedded_gaussian", "dot_product")
 
@@ -42,11 +45,13 @@ class NonLocal2d(nn.Module):
         in_channels: channels ``C`` of the input.
         reduction: ratio of the embedding width, ``C' = max(C // reduction, 1)``.
         mode: pairwise function, ``'embedded_gaussian'`` or ``'dot_product'``.
+        out_gain: scale of the output conv's initial weights (0: zero, the block starts as identity).
     """
 
     _abbr_ = "nonlocal_block"
 
-    def __init__(self, in_channels: int, reduction: int = 2, mode: str = "embedded_gaussian"):
+    def __init__(self, in_channels: int, reduction: int = 2, mode: str = "embedded_gaussian",
+                 out_gain: float = 0.0):
         super().__init__()
         check_at_least(1, in_channels=in_channels, reduction=reduction)
         if mode not in MODES:
@@ -55,6 +60,7 @@ class NonLocal2d(nn.Module):
         self.reduction = reduction
         self.mode = mode
         self.inter_channels = max(in_channels // reduction, 1)
+        self.out_gain = float(out_gain)
         self.theta = nn.Conv2d(in_channels, self.inter_channels, 1)
         self.phi = nn.Conv2d(in_channels, self.inter_channels, 1)
         self.g = nn.Conv2d(in_channels, self.inter_channels, 1)
@@ -62,13 +68,12 @@ class NonLocal2d(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Normal(std=0.01) embeddings with zero bias (as mmcv) and a zero output conv (the block
-        starts as identity)."""
+        """Normal(std=0.01) embeddings with zero bias (as mmcv) and the output conv at ``out_gain``
+        (zero by default: the block starts as identity)."""
         for m in (self.theta, self.phi, self.g):
             nn.init.normal_(m.weight, std=0.01)
             nn.init.zeros_(m.bias)
-        nn.init.zeros_(self.out_conv.weight)
-        nn.init.zeros_(self.out_conv.bias)
+        branch_gate_init_(self.out_conv, self.out_gain)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, reduction={self.reduction}, mode={self.mode!r}"
