@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.report import (comparison_table, factor_effects, min_detectable_effect, paired_power,
-                                    pairing_notes, power_table, seeds_needed, summarize)
+from attnbench.sweep.report import comparison_table, factor_effects, pairing_notes, power_table, summarize
+from attnbench.sweep.stats import min_detectable_effect, paired_power, seeds_needed
 from attnbench.sweep.store import COLUMNS, ResultsStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))

@@ -13,8 +13,13 @@
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
 recorded): "paired Δ" is the mean ± std of their differences and "paired t" its t. "p" is
 two-sided: the paired t-test's where a row has two paired seeds or more, else Welch's followed by
-"u" (unpaired), e.g. 0.004 against 0.210u. Rows not paired on all their seeds are named under
-the table, with the reason.
+"u" (unpaired), e.g. 0.004 against 0.210u; "p_holm" is that p adjusted by Holm's step-down over
+the rows of a task (and slot), which all face the same reference (--no-holm leaves it out), and
+"p_wilcoxon" the Wilcoxon signed-rank test's p of the paired differences (zero differences
+dropped; exact without ties). On the diagnostic tasks, "learnt" is k/n: k of the row's n runs
+learnt the rule (context accuracy 0.9 or more), and "p_exact" tests learnt against not: McNemar's
+exact test on the seeds where the runs pair, else Fisher's exact test followed by "u". Rows not
+paired on all their seeds are named under the table, with the reason.
 """
 import argparse
 import sys
@@ -127,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--seeds", type=seed_list, help="only the runs at these seeds, e.g. 2-11 (default: all): a "
                    "test registered on seeds not yet run when its prediction was written")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
+    p.add_argument("--no-holm", action="store_true", help="leave out p_holm, the p-values Holm-adjusted over "
+                   "the rows of a task (and slot); p is unadjusted either way")
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
@@ -169,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)
     else:
-        print_with_notes(comparison_table(results, args.format, args.reference),
+        print_with_notes(comparison_table(results, args.format, args.reference, holm_adjusted=not args.no_holm),
                          pairing_notes(summarize(results, args.reference)), args.format)
 
 

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
-from scipy import optimize, stats
 
 from attnbench.attention.factors import ALL_FACTORS
+from attnbench.sweep.stats import (LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, min_detectable_effect,
+                                   paired_statistics, pooled_std, seeds_needed, t_test, welch_test, wilcoxon_p)
 from attnbench.variants import SURVEY_VARIANTS, Variant
 
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
@@ -33,7 +34,8 @@ _GROUP = ["task", "preset", "slot", "variant"]
 #: A run's protocol: two runs at one seed are paired only when they agree on all of these, none missing.
 PROTOCOL = ("threads", "device", "torch_version", "mmcv_version")
 
-_PAIRED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "paired_p", "pairing"]
+_COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "paired_p", "wilcoxon_p", "pairing",
+                     "exact_p", "exact_paired"]
 
 
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
@@ -78,32 +80,6 @@ def _row_runs(by_row: dict[tuple, pd.DataFrame], task: str, preset: str, slot: s
     return by_row.get((task, preset, slot, variant), by_row.get((task, preset, "", variant)))
 
 
-def _pooled_std(stds: pd.Series, counts: pd.Series) -> float:
-    """``sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1))`` over the entries with ``n_i >= 2``; NaN without any."""
-    repeated = counts > 1
-    dof = (counts[repeated] - 1).sum()
-    return float((stds[repeated] ** 2 * (counts[repeated] - 1)).sum() / dof) ** 0.5 if dof else math.nan
-
-
-def _t_test(estimate: float, se: float, dof: float) -> tuple[float, float]:
-    """``t = estimate / se`` and its two-sided p from Student's t with ``dof`` degrees of freedom (the
-    normal where ``dof`` is inf). With ``se`` 0: t = ±inf and p = 0 for a nonzero estimate, NaN for 0."""
-    if se == 0:
-        return (math.copysign(math.inf, estimate), 0.0) if estimate != 0 else (math.nan, math.nan)
-    t = estimate / se
-    return t, float(2 * stats.t.sf(abs(t), dof))
-
-
-def _paired_statistics(differences: pd.Series) -> dict:
-    n = len(differences)
-    if n < 2:  # one pair: its difference, and no spread to test it against
-        delta = float(differences.iloc[0]) if n else math.nan
-        return dict(paired_seeds=n, paired_delta=delta, paired_std=math.nan, paired_t=math.nan, paired_p=math.nan)
-    mean, std = differences.mean(), differences.std()
-    t, p = _t_test(mean, std / n ** 0.5, n - 1)
-    return dict(paired_seeds=n, paired_delta=mean, paired_std=std, paired_t=t, paired_p=p)
-
-
 def _pairing(runs: pd.DataFrame, baseline: pd.DataFrame, paired_seeds: list) -> str:
     """How a row was compared with its baseline: "paired", "paired on k of m seeds (why not the others)"
     or "unpaired (why)"."""
@@ -138,10 +114,8 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     diagnostic tasks' context accuracy) and the comparison with the baseline, or with the row
     ``reference`` where a task (and slot) has one (e.g. E2 in a window against dynamic convolution).
 
-    Unpaired: ``delta``, the difference of the means; ``delta_t``, Welch's t,
-    ``delta / sqrt(a + b)`` with ``a = std^2/seeds``, ``b = std_baseline^2/seeds_baseline``, where both
-    rows have two seeds or more (NaN otherwise); ``welch_p``, its two-sided p from Student's t with the
-    Welch–Satterthwaite degrees of freedom ``(a + b)^2 / (a^2/(seeds - 1) + b^2/(seeds_baseline - 1))``.
+    Unpaired: ``delta``, the difference of the means; ``delta_t`` and ``welch_p``, Welch's t and its
+    two-sided p (:func:`~attnbench.sweep.stats.welch_test`), where both rows have two seeds or more.
 
     Paired: a row's run at seed s and the baseline's run at s (for NMT the shared baseline) are paired
     when they share the protocol (:func:`paired_differences`). Over the n paired seeds, ``paired_delta``
@@ -149,15 +123,25 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     paired_delta / (paired_std / sqrt(n))`` and ``paired_p`` its two-sided p from Student's t with n - 1
     degrees of freedom (scipy.stats.ttest_rel's test). With one pair only ``paired_delta`` (its
     difference) is set, with none nothing (``paired_seeds`` counts them); with ``paired_std`` 0 the t
-    is ±inf and p 0, unless the mean is 0 too (NaN). ``pairing`` says how the row was compared:
-    "paired", "paired on k of m seeds (why not the others)", "paired on a single seed: no test" or
-    "unpaired (why)"; "" for baselines and rows without one.
+    is ±inf and p 0, unless the mean is 0 too (NaN). ``wilcoxon_p`` is the signed-rank test's p of the
+    same d_s (:func:`~attnbench.sweep.stats.wilcoxon_p`: zero differences dropped). ``pairing`` says
+    how the row was compared: "paired", "paired on k of m seeds (why not the others)", "paired on a
+    single seed: no test" or "unpaired (why)"; "" for baselines and rows without one.
+
+    ``p`` is the paired p where a row has two paired seeds or more, else Welch's; ``p_holm`` is ``p``
+    adjusted by Holm's step-down (:func:`~attnbench.sweep.stats.holm`) over the rows of one task,
+    preset and slot, all compared with the same reference.
+
+    Diagnostic rows (a context accuracy recorded): ``learnt`` of ``context_seeds`` runs learnt the rule
+    (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`), and ``exact_p`` tests
+    learnt against not against the reference (:func:`_learnt_test`; ``exact_paired`` says which test).
     """
     runs = successful_runs(results)
+    runs["learnt"] = runs["value_context"] >= LEARNT_THRESHOLD
     summary = runs.groupby(_GROUP, dropna=False).agg(
         metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
         class_agnostic=("value_class_agnostic", "mean"), context=("value_context", "mean"),
-        macs_model=("macs_model", "mean"),
+        learnt=("learnt", "sum"), context_seeds=("value_context", "count"), macs_model=("macs_model", "mean"),
         macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
@@ -165,23 +149,40 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     baseline = summary.loc[summary["variant"] == reference, [*keys, "mean", "std", "seeds"]]
     matched = summary[keys].merge(baseline, on=keys, how="left")  # row for row: a left merge keeps the order
     summary["delta"] = summary["mean"] - matched["mean"]
-    a, b = summary["std"] ** 2 / summary["seeds"], matched["std"] ** 2 / matched["seeds"]
-    error = (a + b) ** 0.5
-    repeated = (summary["seeds"] > 1) & (matched["seeds"] > 1) & (error > 0) & (summary["variant"] != reference)
-    summary["delta_t"] = (summary["delta"] / error).where(repeated)
-    welch_dof = (a + b) ** 2 / (a ** 2 / (summary["seeds"] - 1) + b ** 2 / (matched["seeds"] - 1))
-    summary["welch_p"] = 2 * stats.t.sf(summary["delta_t"].abs(), welch_dof.where(repeated))
-    by_row, paired = _runs_by_row(runs), []
+    t, p = welch_test(summary["delta"], summary["std"], summary["seeds"], matched["std"], matched["seeds"])
+    compared = summary["variant"] != reference
+    summary["delta_t"], summary["welch_p"] = t.where(compared), p.where(compared)
+    by_row, rows = _runs_by_row(runs), []
     for task, preset, slot, variant in summary[_GROUP].itertuples(index=False):
         base = _row_runs(by_row, task, preset, slot, reference)
         if variant == reference or base is None:
-            paired.append({**_paired_statistics(pd.Series(dtype=float)), "pairing": ""})
+            rows.append({**paired_statistics(pd.Series(dtype=float)), "pairing": ""})
             continue
         mine = _row_runs(by_row, task, preset, slot, variant)
         differences = paired_differences(mine, base)
-        paired.append({**_paired_statistics(differences), "pairing": _pairing(mine, base, list(differences.index))})
-    summary = pd.concat([summary, pd.DataFrame(paired, index=summary.index, columns=_PAIRED_COLUMNS)], axis=1)
+        rows.append({**paired_statistics(differences), "wilcoxon_p": wilcoxon_p(differences),
+                     "pairing": _pairing(mine, base, list(differences.index)), **_learnt_test(mine, base)})
+    summary = pd.concat([summary, pd.DataFrame(rows, index=summary.index, columns=_COMPARED_COLUMNS)], axis=1)
+    summary["p"] = summary["paired_p"].where(summary["paired_seeds"] >= 2, summary["welch_p"])
+    summary["p_holm"] = summary.groupby(keys)["p"].transform(holm)
     return summary.sort_values(["task", "preset", "slot", "macs_model"]).reset_index(drop=True)
+
+
+def _learnt_test(runs: pd.DataFrame, reference: pd.DataFrame) -> dict:
+    """Learnt the rule or not, against the reference, over the runs with a context accuracy: McNemar's
+    exact p of the seeds where the runs pair (:func:`paired_differences`), two or more of them, counting
+    the seeds learnt by this row only against those learnt by the reference only (``exact_paired``);
+    else Fisher's exact p of the learnt and not learnt runs of each. NaN where either has none."""
+    recorded = [frame[frame["value_context"].notna()].assign(value=lambda f: f["learnt"].astype(float))
+                for frame in (runs, reference)]
+    if any(frame.empty for frame in recorded):
+        return dict(exact_p=math.nan, exact_paired=False)
+    changes = paired_differences(*recorded)  # +1: learnt by this row only, -1: by the reference only
+    if len(changes) >= 2:
+        return dict(exact_p=mcnemar_exact_p(int((changes > 0).sum()), int((changes < 0).sum())), exact_paired=True)
+    mine, base = recorded
+    return dict(exact_p=fisher_exact_p(int(mine["value"].sum()), len(mine), int(base["value"].sum()), len(base)),
+                exact_paired=False)
 
 
 def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
@@ -196,16 +197,22 @@ def _spread_shared_baselines(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([summary.drop(index=drop), *copies], ignore_index=True)
 
 
-def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: str = "baseline") -> str:
+def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: str = "baseline",
+                     holm_adjusted: bool = True) -> str:
     """The :func:`summarize` table as text, markdown or csv: mean ± std over seeds, the delta against
     the baseline and its Welch t; ``paired Δ`` (mean ± std of the paired differences; the difference
-    and ``(1 seed)`` for one pair) and ``paired t`` where a row has two paired seeds or more; ``p``, two-sided: the paired p where there is one, else
-    Welch's followed by ``u`` (unpaired), e.g. ``0.004`` and ``0.210u`` (``<0.001`` below 0.001); for
-    detection, ``class-agnostic AP`` (blank where the store has none); and the model's and attention's MACs.
-    ``reference`` compares every row with that row instead of the baseline (:func:`summarize`).
+    and ``(1 seed)`` for one pair) and ``paired t`` where a row has two paired seeds or more; ``p``,
+    two-sided: the paired p where there is one, else Welch's followed by ``u`` (unpaired), e.g.
+    ``0.004`` and ``0.210u`` (``<0.001`` below 0.001); ``p_holm``, that p Holm-adjusted over the rows of
+    a task (and slot), left out when ``holm_adjusted`` is false; ``p_wilcoxon``, the signed-rank test's
+    p of the paired differences; for detection, ``class-agnostic AP`` (blank where the store has none);
+    for the diagnostic tasks, ``context accuracy``, ``learnt`` (``k/n``: k of the n runs learnt the rule)
+    and ``p_exact``, McNemar's exact p where runs pair, else Fisher's followed by ``u``; and the model's
+    and attention's MACs. ``reference`` compares every row with that row instead of the baseline
+    (:func:`summarize`).
     """
     s = summarize(results, reference)
-    paired = s["paired_seeds"] >= 2
+    unpaired = (s["paired_seeds"] < 2).map({True: "u", False: ""})
     columns = {
         "task": s["task"] + s["slot"].map(lambda x: f"/{x}" if x else ""), "preset": s["preset"],
         "variant": s["variant"], "metric": s["metric"],
@@ -215,10 +222,16 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
         "paired Δ": [f"{d:+.4f} ± {sd:.4f}" if n >= 2 else f"{d:+.4f} (1 seed)" if n == 1 else ""
                      for d, sd, n in zip(s["paired_delta"], s["paired_std"], s["paired_seeds"])],
         "paired t": s["paired_t"].map(lambda t: "" if pd.isna(t) else f"{t:+.1f}"),
-        "p": [p_text(pp) if both else p_text(wp, "u") for pp, wp, both in zip(s["paired_p"], s["welch_p"], paired)]}
+        "p": list(map(p_text, s["p"], unpaired)), "p_holm": list(map(p_text, s["p_holm"], unpaired)),
+        "p_wilcoxon": s["wilcoxon_p"].map(p_text)}
+    if not holm_adjusted:
+        del columns["p_holm"]
     for column, label in (("class_agnostic", "class-agnostic AP"), ("context", "context accuracy")):
         if s[column].notna().any():
             columns[label] = ["" if pd.isna(x) else f"{x:.4f}" for x in s[column]]
+    if s["context"].notna().any():
+        columns["learnt"] = [f"{k}/{n}" if n else "" for k, n in zip(s["learnt"], s["context_seeds"])]
+        columns["p_exact"] = list(map(p_text, s["exact_p"], s["exact_paired"].eq(True).map({True: "", False: "u"})))
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
     table = pd.DataFrame(columns)
     if fmt == "csv":
@@ -300,7 +313,7 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
             means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
             seeds["0000"] = seeds["baseline"]
             runs["0000"] = _row_runs(by_row, task, preset, slot)
-        seed_std = _pooled_std(group["std"], group["seeds"])
+        seed_std = pooled_std(group["std"], group["seeds"])
         terms = {term: [(v, v[:k] + "0" + v[k + 1:]) for v in means if v[k] == "1" and v[:k] + "0" + v[k + 1:] in means]
                  for k, term in enumerate(TERMS)}
         if "0000" in means:
@@ -321,7 +334,7 @@ def _effect(pairs: list[tuple[str, str]], means: dict, seeds: dict, runs: dict, 
         at_seed = pd.concat([d.loc[common] for d in per_pair], axis=1)  # one column per pair, one row per seed
         differences = at_seed.mean(axis=0)
         effect_se = at_seed.mean(axis=1).std() / len(common) ** 0.5
-        z, p = _t_test(differences.mean(), effect_se, len(common) - 1)
+        z, p = t_test(differences.mean(), effect_se, len(common) - 1)
     else:
         differences = pd.Series([means[on] - means[off] for on, off in pairs])
         weight = defaultdict(float)
@@ -329,61 +342,10 @@ def _effect(pairs: list[tuple[str, str]], means: dict, seeds: dict, runs: dict, 
             weight[on] += 1 / len(pairs)
             weight[off] -= 1 / len(pairs)
         effect_se = seed_std * sum(c ** 2 / seeds[v] for v, c in weight.items()) ** 0.5
-        z, p = _t_test(differences.mean(), effect_se, math.inf)
+        z, p = t_test(differences.mean(), effect_se, math.inf)
     return dict(paired=len(common) >= 2, effect=differences.mean(),
                 effect_std=differences.std() if len(pairs) > 1 else math.nan, min=differences.min(),
                 max=differences.max(), effect_se=effect_se, z=z, p=p)
-
-
-def _power_at(noncentrality: float, n: int, alpha: float) -> float:
-    """``P(T > c) + P(T < -c)``, the lower tail as ``P(T' > c)`` for T' of noncentrality -lambda (the same
-    by symmetry; scipy's far lower cdf can come out NaN)."""
-    critical = stats.t.ppf(1 - alpha / 2, n - 1)
-    return float(stats.nct.sf(critical, n - 1, noncentrality) + stats.nct.sf(critical, n - 1, -noncentrality))
-
-
-def paired_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
-    """Power of the two-sided paired t-test at significance alpha over n seeds whose differences have
-    mean ``effect`` and standard deviation ``sd``: ``P(|T| > t_{1-alpha/2, n-1})`` with T noncentral t,
-    n - 1 degrees of freedom and noncentrality ``effect * sqrt(n) / sd``."""
-    return _power_at(effect * n ** 0.5 / sd, n, alpha)
-
-
-def min_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest mean difference D that a two-sided paired t-test over n seeds detects at significance
-    alpha with the given power: ``D = lambda * sd / sqrt(n)``, lambda the noncentrality at which
-    :func:`paired_power` reaches ``power`` (solved with Brent's method; for large n, D tends to the
-    normal approximation ``(z_{1-alpha/2} + z_power) * sd / sqrt(n)``). NaN for n < 2 or an unknown sd."""
-    if not alpha < power < 1:
-        raise ValueError(f"power {power} must lie between alpha {alpha} and 1")
-    if n < 2 or not sd >= 0:
-        return math.nan
-    upper = 1.0
-    while _power_at(upper, n, alpha) < power:
-        upper *= 2
-    return optimize.brentq(lambda nc: _power_at(nc, n, alpha) - power, 0.0, upper) * sd / n ** 0.5
-
-
-def seeds_needed(sd: float, effect: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest n >= 2 with ``paired_power(effect, sd, n, alpha) >= power`` (the power grows with n:
-    found by doubling n, then bisection); 2 where sd is 0, NaN for an unknown sd or a zero effect."""
-    if not alpha < power < 1:
-        raise ValueError(f"power {power} must lie between alpha {alpha} and 1")
-    if not sd >= 0 or effect == 0 or pd.isna(effect):
-        return math.nan
-    if sd == 0:
-        return 2
-
-    def reaches(n: int) -> bool:
-        return paired_power(abs(effect), sd, n, alpha) >= power
-
-    too_few, enough = 1, 2  # one seed has no test
-    while not reaches(enough):
-        too_few, enough = enough, 2 * enough
-    while enough - too_few > 1:
-        middle = (too_few + enough) // 2
-        too_few, enough = (too_few, middle) if reaches(middle) else (middle, enough)
-    return enough
 
 
 def power_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
@@ -405,9 +367,9 @@ def power_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
             continue
         paired = compared[compared["paired_seeds"] >= 2]
         if len(paired):
-            sd, n = _pooled_std(paired["paired_std"], paired["paired_seeds"]), int(paired["paired_seeds"].median())
+            sd, n = pooled_std(paired["paired_std"], paired["paired_seeds"]), int(paired["paired_seeds"].median())
         else:
-            sd, n = 2 ** 0.5 * _pooled_std(group["std"], group["seeds"]), int(compared["seeds"].median())
+            sd, n = 2 ** 0.5 * pooled_std(group["std"], group["seeds"]), int(compared["seeds"].median())
         row = dict(task=task, preset=preset, slot=slot, metric=group["metric"].iloc[0], paired=len(paired) > 0,
                    seeds=n, sd_difference=sd, min_detectable_effect=min_detectable_effect(sd, n, alpha, power))
         if effect is not None:
