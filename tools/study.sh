@@ -22,7 +22,8 @@
 #           (top1, top4) on translation's encoder-decoder and encoder self-attention slots (E1 alone),
 #           then on detection (1000 is mmcv's unscaled dot; scaled_dot, bilinear, additive, top1, top4)
 #   protocol-screen  designs for attention that trains, on det-flag at the fresh seeds 20-23 (gate start
-#           0.1 and 1, attention learning rate x10 and x30), into results/protocol (docs/diagnostics.md)
+#           0.1 and 1, attention learning rate x10 and x30, attention from conv3 or conv2 on), into
+#           results/protocol (docs/diagnostics.md)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -87,6 +88,8 @@ for p in "${parts[@]}"; do
             sweep --tasks det --modules 1000,1000:score=scaled_dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4 ;;
         protocol-screen)  # seeds and store fixed with the predictions (docs/diagnostics.md)
             sweep --tasks det-flag --factors 1111:gate=1,1111:gate=0.1,1111:gate=1:lr=10,1111:gate=1:lr=30 \
+                --seeds 20-23 --results results/protocol
+            sweep --tasks det-flag --factors 1111:gate=1:stages=3-5,1111:gate=1:stages=2-5 \
                 --seeds 20-23 --results results/protocol ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
