@@ -31,7 +31,7 @@ conv2 in conv3 to conv5.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .attention import (
@@ -107,7 +107,8 @@ PARAMETERS: dict[str, Parameter] = {
     "stages": Parameter("ResNet stages that carry the module, e.g. 3-5 for conv3 to conv5", _stages, _write_stages),
     "score": Parameter("E1's score function", _choice(*SCORES)),
     "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
-    "gate": Parameter("initial value of the residual gate gamma in y = x + gamma * attention (0 in mmcv)",
+    "gate": Parameter("how open a branch that starts at zero starts: the residual gate gamma in y = x + gamma * "
+                      "attention (0 in mmcv), or the gain of a zero-initialised last layer (docs/mechanisms.md)",
                       _number, lambda v: format(v, "g")),
     "lr": Parameter("learning-rate multiplier of the module's parameters (mmengine paramwise_cfg.custom_keys)",
                     _number, lambda v: format(v, "g")),
@@ -141,8 +142,8 @@ class Mechanism:
     ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``), ``'head'`` (a
     segmentation decode head, with a hand-written config per preset: see attnbench.config_files) or
     ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
-    module argument each sets (``stages`` sets where the module goes, ``lr`` how fast its parameters
-    learn: :meth:`Variant.optimizer_overrides`). Registration
+    module argument each sets (``stages`` sets where the module goes; every plugin also takes ``lr``, how
+    fast its parameters learn: :meth:`Variant.optimizer_overrides`). Registration
     (attnbench.mm.plugins), listing (attnbench.sweep.catalog) and FLOPs counting
     (attnbench.flops) read the modules from this table.
     """
@@ -156,6 +157,10 @@ class Mechanism:
     params: dict = field(default_factory=lambda: {"stages": None})
     name: str | None = None  # registered OpenMMLab name (scope attnbench), if not the module's class name
     sequence_module: type | None = None
+
+    def __post_init__(self):
+        if self.placement == "plugin":  # every plugin is a named block of its own: its parameters can learn faster
+            self.params.setdefault("lr", None)
 
     @property
     def registered_name(self) -> str:
@@ -173,7 +178,7 @@ GENERALIZED_ATTENTION = Mechanism(
     GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
-     "hard": "hard", "gate": "gamma_init", "lr": None}, sequence_module=GeneralizedAttention1d)
+     "hard": "hard", "gate": "gamma_init"}, sequence_module=GeneralizedAttention1d)
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
@@ -435,14 +440,39 @@ class Variant:
                 overrides["stage_with_dcn"] = stages
         return overrides
 
+    def with_defaults(self, defaults: dict) -> "Variant":
+        """This variant with every parameter of ``defaults`` (``{'gate': 1.0}``) given to each of its
+        tokens that takes it and sets none of its own: a preset's protocol (attnbench.config_files)."""
+        params = []
+        for token in self.tokens:
+            taken = self.params_of(token) | {name: value for name, value in defaults.items()
+                                             if name in mechanism_of(token).params and name not in self.params_of(token)}
+            if taken:
+                params.append((token, tuple((name, taken[name]) for name in PARAMETERS if name in taken)))
+        return replace(self, params=tuple(params))
+
+    @property
+    def fields(self) -> dict:
+        """The row as flat fields a run table can filter, group and colour by (W&B's config): ``E1`` ..
+        ``E4`` (booleans, all False without a factor string), each token present as ``True`` under its
+        name (``deformable``, ``dynamic``, ...), each parameter under its name (``gate``, ``range``,
+        ...), or ``name_token`` where two tokens set the same one."""
+        terms = self.factors or "0000"
+        fields = {f"E{i + 1}": on == "1" for i, on in enumerate(terms)}
+        fields |= {token: True for token in self.tokens if token != self.factors}
+        names = [name for _, token_params in self.params for name, _ in token_params]
+        for token, token_params in self.params:
+            fields |= {name if names.count(name) == 1 else f"{name}_{token}": value for name, value in token_params}
+        return fields
+
     def optimizer_overrides(self) -> dict:
-        """``optim_wrapper.paramwise_cfg.custom_keys`` of the tokens that set ``lr``: each plugin's
+        """``optim_wrapper`` keys (``paramwise_cfg.custom_keys``) of the tokens that set ``lr``: each plugin's
         parameters, named after mmcv's plugin name (its ``_abbr_``), learn at ``lr`` times the rate."""
         from mmcv.cnn.bricks.plugin import infer_abbr
 
         keys = {infer_abbr(mechanism_of(t).module): dict(lr_mult=self.params_of(t)["lr"])
                 for t in self.tokens if "lr" in self.params_of(t)}
-        return {"optim_wrapper.paramwise_cfg.custom_keys": keys} if keys else {}
+        return dict(paramwise_cfg=dict(custom_keys=keys)) if keys else {}
 
     def translation_config(self) -> dict | None:
         """The slot config of ``attnbench.models.transformer_nmt`` (``dict(type=..., **options)``),

@@ -12,7 +12,7 @@ WITH_PARAMETERS = [
     "0100:range=7", "dynamic:kernel=7", "1111:heads=4:kv_stride=1:stages=3-5", "0010+deformable:groups=4",
     "1111:stages=4", "se:stages=2-5+0010:range=3", "lightweight:kernel=15", "area:heads=4",
     "1000:score=additive", "1111:score=bilinear:hard=top4", "1000:hard=top1", "1111:gate=1", "0010:heads=4:gate=0.5",
-    "1111:gate=1:lr=10"]
+    "1111:gate=1:lr=10", "se:lr=3+0010:lr=10"]
 
 
 @pytest.mark.parametrize("spec", [*vision_rows("seg"), *WITH_PARAMETERS])
@@ -126,6 +126,24 @@ def test_learning_rate_multiplier_reaches_the_optimizer_not_the_module():
     variant = Variant.parse("1111:gate=1:lr=10")
     (attention,) = variant.backbone_overrides()["plugins"]
     assert "lr" not in attention["cfg"] and None not in attention["cfg"]
-    assert variant.optimizer_overrides() == {
-        "optim_wrapper.paramwise_cfg.custom_keys": {"gen_attention_block": dict(lr_mult=10.0)}}
+    assert variant.optimizer_overrides() == dict(paramwise_cfg=dict(custom_keys=dict(
+        gen_attention_block=dict(lr_mult=10.0))))
     assert Variant.parse("1111:gate=1").optimizer_overrides() == {}
+
+
+def test_fields_split_the_row_into_terms_tokens_and_parameters():
+    assert Variant.parse("baseline").fields == dict(E1=False, E2=False, E3=False, E4=False)
+    assert Variant.parse("0110:range=7:gate=1+deformable:groups=4").fields == dict(
+        E1=False, E2=True, E3=True, E4=False, deformable=True, range=7, gate=1.0, groups=4)
+    assert Variant.parse("0010:gate=1+dynamic:gate=0.5").fields == dict(
+        E1=False, E2=False, E3=True, E4=False, dynamic=True, gate_0010=1.0, gate_dynamic=0.5)
+
+
+def test_defaults_fill_only_what_a_token_takes_and_leaves_unset():
+    defaults = dict(gate=1.0, lr=10.0)
+    assert Variant.parse("1111").with_defaults(defaults) == Variant.parse("1111:gate=1:lr=10")
+    assert Variant.parse("1111:gate=0").with_defaults(defaults) == Variant.parse("1111:gate=0:lr=10")
+    assert Variant.parse("0010+deformable").with_defaults(defaults) == Variant.parse("0010:gate=1:lr=10+deformable")
+    assert Variant.parse("se").with_defaults(defaults) == Variant.parse("se:lr=10")  # no gate: se has no zero start
+    assert Variant.parse("deformable").with_defaults(defaults) == Variant.parse("deformable")  # takes neither
+    assert Variant.parse("baseline").with_defaults(defaults) == Variant.parse("baseline")

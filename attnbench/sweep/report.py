@@ -41,12 +41,12 @@ _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
-    and ``value_context`` NaN where the store has no such column."""
+    and ``value_context`` (and ``gate_max``, ``offset_mean_px``) NaN where the store has no such column."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
-    for column in ("value_class_agnostic", "value_context"):
+    for column in ("value_class_agnostic", "value_context", "gate_max", "offset_mean_px"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
     return ok
 
@@ -132,6 +132,10 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     adjusted by Holm's step-down (:func:`~attnbench.sweep.stats.holm`) over the rows of one task,
     preset and slot, all compared with the same reference.
 
+    How far the attention opened: ``gate_lowest`` and ``gate_highest``, the smallest and largest of the
+    runs' ``gate_max`` (each run's largest final |gamma|), and ``offset_px``, the mean of the runs'
+    ``offset_mean_px`` (deformable offsets, pixels); NaN where no run records them.
+
     Diagnostic rows (a context accuracy recorded): ``learnt`` of ``context_seeds`` runs learnt the rule
     (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`), and ``exact_p`` tests
     learnt against not against the reference (:func:`_learnt_test`; ``exact_paired`` says which test).
@@ -142,7 +146,9 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
         metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
         class_agnostic=("value_class_agnostic", "mean"), context=("value_context", "mean"),
         learnt=("learnt", "sum"), context_seeds=("value_context", "count"), macs_model=("macs_model", "mean"),
-        macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean")).reset_index()
+        macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean"),
+        gate_lowest=("gate_max", "min"), gate_highest=("gate_max", "max"),
+        offset_px=("offset_mean_px", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
     keys = ["task", "preset", "slot"]
@@ -207,8 +213,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
     a task (and slot), left out when ``holm_adjusted`` is false; ``p_wilcoxon``, the signed-rank test's
     p of the paired differences; for detection, ``class-agnostic AP`` (blank where the store has none);
     for the diagnostic tasks, ``context accuracy``, ``learnt`` (``k/n``: k of the n runs learnt the rule)
-    and ``p_exact``, McNemar's exact p where runs pair, else Fisher's followed by ``u``; and the model's
-    and attention's MACs. ``reference`` compares every row with that row instead of the baseline
+    and ``p_exact``, McNemar's exact p where runs pair, else Fisher's followed by ``u``; where runs record
+    them, ``gate |γ|`` (the range over the runs of their largest final gate) and ``offset px`` (mean
+    deformable offset length); and the model's and attention's MACs. ``reference`` compares every row with that row instead of the baseline
     (:func:`summarize`).
     """
     s = summarize(results, reference)
@@ -232,6 +239,11 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
     if s["context"].notna().any():
         columns["learnt"] = [f"{k}/{n}" if n else "" for k, n in zip(s["learnt"], s["context_seeds"])]
         columns["p_exact"] = list(map(p_text, s["exact_p"], s["exact_paired"].eq(True).map({True: "", False: "u"})))
+    if s["gate_highest"].notna().any():
+        columns["gate |γ|"] = ["" if pd.isna(low) else f"{low:.3f}" if low == high else f"{low:.3f}-{high:.3f}"
+                               for low, high in zip(s["gate_lowest"], s["gate_highest"])]
+    if s["offset_px"].notna().any():
+        columns["offset px"] = ["" if pd.isna(x) else f"{x:.2f}" for x in s["offset_px"]]
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
     table = pd.DataFrame(columns)
     if fmt == "csv":

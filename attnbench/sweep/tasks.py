@@ -5,7 +5,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, vision_config_path
+from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, preset_variant, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
 from attnbench.variants import SLOTS, Variant
 
@@ -78,8 +78,8 @@ class VisionTask:
         the variant's backbone keys as overrides; the study's rows have a generated file each.
         """
         options = preset_overrides(self, preset)
-        parsed = Variant.parse(variant)
-        if self.rule is None and not parsed.params:
+        parsed, trained = Variant.parse(variant), self.variant(preset, variant)
+        if self.rule is None and not parsed.params:  # a generated file, the preset's parameters in it
             return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
         if self.rule is None:
             base = vision_config_path(self.kind, config_preset(preset), Variant())
@@ -87,8 +87,12 @@ class VisionTask:
             raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
         else:
             base = diagnostic_config_path(self.family, self.rule)
-        return str(base), options | parsed.optimizer_overrides() | {
-            f"model.backbone.{key}": value for key, value in parsed.backbone_overrides().items()}
+        return str(base), options | {f"optim_wrapper.{key}": value for key, value in trained.optimizer_overrides().items()} \
+            | {f"model.backbone.{key}": value for key, value in trained.backbone_overrides().items()}
+
+    def variant(self, preset: str, variant: str) -> Variant:
+        """The variant a run trains: its own parameters, then its preset's (``PRESET_PARAMETERS``)."""
+        return preset_variant(config_preset(preset), variant)
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from attnbench.flops import count_model
@@ -150,6 +154,10 @@ class TranslationTask:
         if slot and bad:
             raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
         return [s for s in wanted if s not in bad]
+
+    def variant(self, preset: str, variant: str) -> Variant:
+        """The variant a run trains (translation's presets add no parameters)."""
+        return Variant.parse(variant)
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         from attnbench.config_files import CONFIG_ROOT

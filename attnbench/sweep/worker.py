@@ -46,7 +46,10 @@ def execute(run: dict) -> dict:
     cfg.randomness = dict(cfg.get("randomness") or {}, seed=run["seed"])  # as --cfg-options randomness.seed=S
     protocol = apply_run_protocol(cfg)
     # the run's identity travels in the config: in the dumped config and W&B's config table
-    cfg.attnbench_run = {k: run[k] for k in ("run_id", "task", "preset", "slot", "variant", "params", "seed")}
+    # and the row it trains as fields W&B filters and groups on (E1..E4, each token, each parameter, the
+    # preset's included: Variant.fields)
+    cfg.attnbench_run = {k: run[k] for k in ("run_id", "task", "preset", "slot", "variant", "params", "seed")} | \
+        task.variant(run["preset"], run["variant"]).fields
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
     cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
     if run.get("wandb"):
