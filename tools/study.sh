@@ -24,6 +24,8 @@
 #   protocol-screen  designs for attention that trains, on det-flag at the fresh seeds 20-23 (gate start
 #           0.1 and 1, attention learning rate x10 and x30, attention from conv3 or conv2 on), into
 #           results/protocol (docs/diagnostics.md)
+#   protocol-confirm  the chosen design (1111 at the mini presets' gate=1, attention from conv3 on)
+#           against the baseline on det-flag and fcn-flag at the fresh seeds 30-39, into results/protocol
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -64,8 +66,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -91,6 +93,8 @@ for p in "${parts[@]}"; do
                 --seeds 20-23 --results results/protocol
             sweep --tasks det-flag --factors 1111:gate=1:stages=3-5,1111:gate=1:stages=2-5 \
                 --seeds 20-23 --results results/protocol ;;
+        protocol-confirm)  # the chosen design (the mini presets' default since the screen) on fresh seeds
+            sweep --tasks det-flag,fcn-flag --factors 1111 --seeds 30-39 --results results/protocol ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
