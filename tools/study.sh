@@ -26,6 +26,8 @@
 #           results/protocol (docs/diagnostics.md)
 #   protocol-confirm  the chosen design (1111 at the mini presets' gate=1, attention from conv3 on)
 #           against the baseline on det-flag and fcn-flag at the fresh seeds 30-39, into results/protocol
+#   position-screen  the position rule (det-nearest-flag) under the protocol: baseline, 1111, 0001,
+#           0010, deformable at the fresh seeds 40-43, into results/protocol
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -66,8 +68,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -95,6 +97,9 @@ for p in "${parts[@]}"; do
                 --seeds 20-23 --results results/protocol ;;
         protocol-confirm)  # the chosen design (the mini presets' default since the screen) on fresh seeds
             sweep --tasks det-flag,fcn-flag --factors 1111 --seeds 30-39 --results results/protocol ;;
+        position-screen)  # the position rule under the protocol, seeds fixed with the predictions
+            sweep --tasks det-nearest-flag --factors 1111,0001,0010 --modules deformable --seeds 40-43 \
+                --results results/protocol ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
