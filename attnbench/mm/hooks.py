@@ -22,8 +22,9 @@ class StopOnInvalidLossHook(Hook):
 
 @HOOKS.register_module()
 class RunSummaryHook(Hook):
-    """Keep the last validation metrics and the run's wall time; write them and ``extra`` values
-    (FLOPs, parameters) to the W&B run summary before the visualizer closes at the end of training.
+    """Keep the last validation metrics, the run's wall time and the part of it spent validating; write
+    them and ``extra`` values (FLOPs, parameters) to the W&B run summary before the visualizer closes
+    at the end of training.
 
     ``train_seconds`` spans every attempt of a run: the time so far travels in the message hub that
     each checkpoint saves, so a killed run resumed from its last checkpoint adds to it (the time
@@ -38,6 +39,8 @@ class RunSummaryHook(Hook):
         self.extra = dict(extra or {})
         self.metrics: dict = {}
         self.train_seconds = 0.0
+        self.val_seconds = 0.0  # this attempt's validations, within train_seconds
+        self._val_started = None
         self._earlier_seconds = 0.0
         self._started = None
 
@@ -53,8 +56,12 @@ class RunSummaryHook(Hook):
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         runner.message_hub.update_info("train_seconds", self._elapsed())  # saved with the next checkpoint
 
+    def before_val_epoch(self, runner) -> None:
+        self._val_started = time.perf_counter()
+
     def after_val_epoch(self, runner, metrics=None) -> None:
         self.metrics = dict(metrics or {})
+        self.val_seconds += time.perf_counter() - self._val_started
 
     def after_train(self, runner) -> None:
         if not self.metrics and runner.val_loop is not None:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from datetime import datetime, timezone
 from pathlib import Path
 
 import attnbench
@@ -17,6 +16,7 @@ from attnbench.config_files import CONFIG_ROOT, repository_path
 
 from .plan import Run
 from .store import ResultsStore
+from .worker import utc_now
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
 
@@ -58,10 +58,6 @@ def snapshot_code(root: Path) -> Path:
         except OSError:  # another sweep made the same snapshot first
             shutil.rmtree(staging)
     return target
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def wandb_mode() -> str:
@@ -155,7 +151,7 @@ class SweepRunner:
         row = dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
                    factors=run.factors, modules=run.modules, params=run.params, seed=run.seed, config=repository_path(run.config),
                    config_hash=run.config_hash, attnbench_version=attnbench.__version__,
-                   git_commit=self.commit, started_at=started, finished_at=_now()) | result
+                   git_commit=self.commit, started_at=started, finished_at=utc_now()) | result
         self.store.record(row)
         return row
 
@@ -165,14 +161,14 @@ class SweepRunner:
         if self.snapshot and runs and self.code is None:
             self.code = snapshot_code(self.store.root)
         if self.launcher != "local":
-            started = _now()
+            started = utc_now()
             for run, result in self._execute_submitit(runs):
                 yield self._record(run, result, started)
             return
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             futures = {}
             for run in runs:
-                futures[pool.submit(self._execute_local, run, on_start)] = (run, _now())
+                futures[pool.submit(self._execute_local, run, on_start)] = (run, utc_now())
             for future in as_completed(futures):
                 run, started = futures[future]
                 yield self._record(run, future.result(), started)

@@ -13,7 +13,9 @@ import math
 import os
 import resource
 import sys
+import time
 import traceback
+from datetime import datetime, timezone
 
 
 def _peak_memory_mb() -> float:
@@ -22,6 +24,22 @@ def _peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def utc_now() -> str:
+    """The time now, UTC, ISO 8601 to the second: the store's ``started_at`` and ``finished_at``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _cost(row: dict, run_seconds: float) -> dict:
+    """``run_seconds``, the worker's wall time (imports and set-up, FLOPs count, training, validation,
+    logging), and ``outside_seconds``, the part not spent in training steps: ``run_seconds -
+    (train_seconds - val_seconds)`` (a resumed run's train_seconds spans its attempts, this attempt's
+    run_seconds not)."""
+    cost = {"run_seconds": round(run_seconds, 1)}
+    if "train_seconds" in row:
+        cost["outside_seconds"] = round(run_seconds - row["train_seconds"] + row["val_seconds"], 1)
+    return cost
 
 
 def _wandb_backend(run: dict) -> dict:
@@ -72,6 +90,7 @@ def execute(run: dict) -> dict:
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
+               val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **recorder.extra)
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
@@ -83,6 +102,7 @@ def main() -> None:
     import attnbench
 
     run_path, result_path = sys.argv[1:3]
+    started, clock = utc_now(), time.perf_counter()
     print(f"attnbench {attnbench.__version__} from {os.path.dirname(attnbench.__file__)}", flush=True)
     with open(run_path) as f:
         run = json.load(f)
@@ -92,6 +112,7 @@ def main() -> None:
     except Exception as e:  # recorded in the results store; the sweep goes on
         traceback.print_exc()
         row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
+    row |= _cost(row, time.perf_counter() - clock) | {"started_at": started, "finished_at": utc_now()}
     with open(result_path, "w") as f:
         json.dump(row, f)
     sys.exit(code)
