@@ -98,7 +98,7 @@ def test_runs_are_recorded_with_measurements(sweep):
     df = store.read()
     assert set(df["variant"]) == {"baseline", "0010", "1111"}
     assert df["git_commit"].notna().all() and df["config_hash"].notna().all()
-
+    assert (df["config"] == "configs/detection/" + df["config"].str.split("/").str[-1]).all()  # repository-relative
 
 
 def test_each_run_records_its_own_times_and_cost(sweep):
@@ -108,7 +108,6 @@ def test_each_run_records_its_own_times_and_cost(sweep):
     assert ok["outside_seconds"] == pytest.approx(ok["run_seconds"] - ok["train_seconds"] + ok["val_seconds"], abs=0.15)
     starts = sorted(row["started_at"] for row in rows.values())
     assert ok["started_at"] <= ok["finished_at"] and starts[0] < starts[-1]  # each run's own start, not the sweep's
-    assert (df["config"] == "configs/detection/" + df["config"].str.split("/").str[-1]).all()  # repository-relative
 
 
 def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
