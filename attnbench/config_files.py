@@ -109,8 +109,9 @@ def render_vision_config(task: str, preset: str, variant: str | Variant) -> str:
             + f".\n# Edit the base config or the variant spec, then regenerate.\n"
             f"_base_ = './{base}'\n"
             f"model = {_format(dict(backbone=variant.backbone_overrides()))}\n")
-    if variant.optimizer_overrides():
-        text += f"optim_wrapper = {_format(variant.optimizer_overrides())}\n"
+    optimizer = variant.optimizer_overrides()
+    if optimizer:
+        text += f"optim_wrapper = {_format(optimizer)}\n"
     return text
 
 

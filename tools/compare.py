@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from attnbench.sweep import plan
 from attnbench.sweep.report import comparison_table, factor_effects, p_text, pairing_notes, power_table, summarize
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.variants import Variant
@@ -44,14 +45,11 @@ def effect_sizes(text: str) -> float | dict[str, float]:
 
 
 def seed_list(text: str) -> list[int]:
-    """``--seeds``: ``2-11``, ``0,3,5`` or a mix (``0,2-4``) -> the seeds."""
-    seeds = []
-    for item in text.split(","):
-        first, _, last = item.strip().partition("-")
-        if not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first)):
-            raise argparse.ArgumentTypeError(f"{text!r}: give seeds as A-B, A,B,C or a mix (e.g. 2-11 or 0,2-4)")
-        seeds += range(int(first), int(last or first) + 1)
-    return seeds
+    """``--seeds``: ``2-11``, ``0,3,5`` or a mix (``0,2-4``) -> the seeds (attnbench.sweep.plan.seed_list)."""
+    try:
+        return plan.seed_list(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def frame_text(frame: pd.DataFrame, fmt: str) -> str:

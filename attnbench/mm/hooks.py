@@ -102,7 +102,7 @@ class OpeningHook(Hook):
         from attnbench.attention.deformable_conv import _DeformConv2dBase
 
         self._lengths = []
-        for module in _model(runner).modules():
+        for module in unwrapped_model(runner).modules():
             if isinstance(module, _DeformConv2dBase):
                 self._handles.append(module.conv_offset.register_forward_hook(self._offset_hook(module)))
 
@@ -122,11 +122,12 @@ class OpeningHook(Hook):
         self.summary["offset_mean_px"] = float(torch.cat(self._lengths).mean()) if self._lengths else math.nan
 
     def after_train(self, runner) -> None:
-        gates = gate_magnitudes(_model(runner).state_dict())
+        gates = gate_magnitudes(unwrapped_model(runner).state_dict())
         self.summary["gate_max"] = max(gates) if gates else math.nan
 
 
-def _model(runner) -> torch.nn.Module:
+def unwrapped_model(runner) -> torch.nn.Module:
+    """The runner's model without its distributed wrapper, if any."""
     return runner.model.module if hasattr(runner.model, "module") else runner.model
 
 
@@ -161,7 +162,7 @@ class PairedInitHook(Hook):
             torch.manual_seed(runner.seed)
             reference = MODELS.build(reference_cfg)
             reference.init_weights()
-        model = _model(runner)
+        model = unwrapped_model(runner)
         own = model.state_dict()
         shared = {k: v for k, v in reference.state_dict().items() if k in own and own[k].shape == v.shape}
         model.load_state_dict(shared, strict=False)

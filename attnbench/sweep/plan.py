@@ -77,23 +77,31 @@ def parse_factors(spec: str) -> list[str]:
     return [v.name for v in variants]
 
 
+def seed_list(text: str) -> list[int]:
+    """Seeds written ``A-B``, ``A,B,C`` or a mix (``0,2-4``) -> the seeds, each once, in order; ValueError
+    otherwise. The one reader of a seed list: ``tools/sweep.py --seeds`` and ``tools/compare.py --seeds``."""
+    seeds = []
+    for item in text.split(","):
+        first, _, last = item.strip().partition("-")
+        if not first.isdigit() or (last and (not last.isdigit() or int(last) < int(first))):
+            raise ValueError(f"{text!r}: give seeds as A-B, A,B,C or a mix (e.g. 12-19 or 0,2-4)")
+        seeds += range(int(first), int(last or first) + 1)
+    return list(dict.fromkeys(seeds))
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``--seeds``: a count ``N`` (seeds 0 .. N-1), or the seeds themselves as ``A-B``, ``A,B,C`` or a mix
-    (``0,2-4``), so that a study adds fresh seeds (``12-19``) without re-listing the old ones; one seed
-    alone is ``A-A``."""
+    """``tools/sweep.py --seeds``: a count ``N`` (seeds 0 .. N-1), or the seeds themselves
+    (:func:`seed_list`), so that a study adds fresh seeds (``12-19``) without re-listing the old ones;
+    one seed alone is ``A-A``."""
     text = text.strip()
     if text.isdigit():
         if int(text) < 1:
             raise ValueError(f"--seeds must be a positive count or a list of seeds (e.g. 12-19), got {text!r}")
         return list(range(int(text)))
-    seeds = []
-    for item in text.split(","):
-        first, _, last = item.strip().partition("-")
-        if not first.isdigit() or (last and (not last.isdigit() or int(last) < int(first))):
-            raise ValueError(f"--seeds {text!r}: give a count N (seeds 0 .. N-1) or seeds as A-B, A,B,C or a mix "
-                             "(e.g. 12-19 or 0,3,7)")
-        seeds += range(int(first), int(last or first) + 1)
-    return list(dict.fromkeys(seeds))
+    try:
+        return seed_list(text)
+    except ValueError as error:
+        raise ValueError(f"--seeds {error}; or a count N (seeds 0 .. N-1)") from None
 
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,

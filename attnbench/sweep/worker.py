@@ -54,7 +54,7 @@ def execute(run: dict) -> dict:
     import torch
     from mmengine.runner import Runner
 
-    from attnbench.mm.hooks import OpeningHook, RunSummaryHook
+    from attnbench.mm.hooks import OpeningHook, RunSummaryHook, unwrapped_model
     from attnbench.mm.run_setup import apply_run_protocol, load_config, resumable_checkpoints
 
     from .tasks import TASKS
@@ -75,7 +75,7 @@ def execute(run: dict) -> dict:
         visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run)]
         cfg.visualizer = visualizer
     runner = Runner.from_cfg(cfg)
-    model = runner.model.module if hasattr(runner.model, "module") else runner.model
+    model = unwrapped_model(runner)
     with torch.random.fork_rng(devices=[]):  # counting draws inputs: leave training's random stream alone
         counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
     recorder = RunSummaryHook(extra=counts)
