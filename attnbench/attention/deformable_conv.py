@@ -32,12 +32,14 @@ with mmcv, only constructor arguments reach these classes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 from torch.nn.modules.utils import _pair
 from torchvision.ops import deform_conv2d
 
+from .attention_maps import flat_index
 from .checks import check_feature_map, check_multiple
 from .dtypes import to_common_dtype
 
@@ -55,6 +57,22 @@ def _int_pair(name: str, value, minimum: int) -> tuple[int, int]:
     if len(pair) != 2 or not all(isinstance(v, int) and v >= minimum for v in pair):
         raise ValueError(f"{name} must be an int or a pair of ints >= {minimum}, got {value!r}")
     return pair
+
+
+@dataclass(frozen=True)
+class DeformableSampling:
+    """Sampling locations and modulation of a deformable convolution at chosen output positions.
+
+    Attributes:
+        locations: ``(N, G, kh kw, 2, P)``: (y, x) in input pixels, per deform group, kernel tap
+            (row-major over the kernel) and position.
+        modulation: ``(N, G, kh kw, P)``: the v2 mask ``m_k`` in (0, 1), ones for v1.
+        output_grid: ``(H_out, W_out)``, the grid the positions index row-major.
+    """
+
+    locations: torch.Tensor
+    modulation: torch.Tensor
+    output_grid: tuple[int, int]
 
 
 class _DeformConv2dBase(nn.Module):
@@ -113,15 +131,64 @@ class _DeformConv2dBase(nn.Module):
                              f"padding {self.padding} and dilation {self.dilation}")
         return size
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_feature_map(x, self.in_channels)
+    def _offset_and_mask(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The offset branch on a checked input: offsets ``(N, 2 G kh kw, H_out, W_out)``, ``(dy, dx)`` per
+        group and tap, and for v2 the masks ``(N, G kh kw, H_out, W_out)`` (None for v1)."""
         self.output_size(*x.shape[2:])  # ValueError if the map is smaller than the kernel
         branch = self.conv_offset(x)  # (N, G kh kw * (2 or 3), H_out, W_out)
         num_offsets = 2 * self.deform_groups * self.kernel_size[0] * self.kernel_size[1]
         offset = branch[:, :num_offsets]  # (N, 2 G kh kw, H_out, W_out), (dy, dx) per group and tap
         mask = branch[:, num_offsets:].sigmoid() if self.modulated else None  # (N, G kh kw, H_out, W_out)
+        return offset, mask
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_feature_map(x, self.in_channels)
+        offset, mask = self._offset_and_mask(x)
         x, offset, weight, bias, mask = to_common_dtype(x, offset, self.weight, self.bias, mask)
         return deform_conv2d(x, offset, weight, bias, self.stride, self.padding, self.dilation, mask)
+
+    def sampling_locations(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> DeformableSampling:
+        """Where, and with what modulation, each kernel tap samples the input at chosen output positions.
+
+        For output position ``p`` (flat, row-major index into the ``H_out x W_out`` grid; all when
+        ``positions`` is None), deform group ``g`` and tap ``t = i * kw + j``:
+
+            location[g, t, :, p] = (p_y s_h - pad_h + dil_h i + dy, p_x s_w - pad_w + dil_w j + dx)
+            modulation[g, t, p]  = m_t = sigmoid(mask logit)   (v2; ones for v1)
+
+        in input pixels, ``(dy, dx)`` the offset branch's channels ``2 (g kh kw + t)`` and ``+ 1``
+        (torchvision's ``deform_conv2d`` layout): forward reads ``x`` at ``location`` by bilinear
+        sampling (zero outside the map) and weighs it by ``modulation``.
+
+        Args:
+            x: ``(N, C_in, H, W)`` input.
+            positions: 1-D int64 flat indices into the output grid, or None for all.
+
+        Returns:
+            :class:`DeformableSampling`: locations ``(N, G, kh kw, 2, P)`` (y, x), modulation
+            ``(N, G, kh kw, P)``, ``output_grid = (H_out, W_out)``.
+        """
+        check_feature_map(x, self.in_channels)
+        offset, mask = self._offset_and_mask(x)
+        n, _, h_out, w_out = offset.shape
+        index = flat_index(positions, (h_out, w_out), x.device, "positions")
+        groups, taps = self.deform_groups, self.kernel_size[0] * self.kernel_size[1]
+        offset = offset.flatten(2)[:, :, index].view(n, groups, taps, 2, -1)
+        regular = self._regular_grid((h_out, w_out), offset)[..., index]  # (taps, 2, P)
+        modulation = (torch.ones_like(offset[:, :, :, 0]) if mask is None
+                      else mask.flatten(2)[:, :, index].view(n, groups, taps, -1))
+        return DeformableSampling(regular + offset, modulation, (h_out, w_out))
+
+    def _regular_grid(self, output_grid: tuple[int, int], like: torch.Tensor) -> torch.Tensor:
+        """``p0 + p_k`` without offsets: (y, x) of every tap at every output position, (kh kw, 2, H_out W_out)."""
+        (kh, kw), (h_out, w_out) = self.kernel_size, output_grid
+        y, x = (torch.arange(kernel, device=like.device, dtype=like.dtype)[:, None] * dilation  # (kernel, size)
+                + torch.arange(size, device=like.device, dtype=like.dtype)[None, :] * stride - pad
+                for size, kernel, stride, pad, dilation in zip(
+                    output_grid, self.kernel_size, self.stride, self.padding, self.dilation))
+        y = y[:, None, :, None].expand(kh, kw, h_out, w_out)
+        x = x[None, :, None, :].expand(kh, kw, h_out, w_out)
+        return torch.stack((y, x), dim=2).reshape(kh * kw, 2, h_out * w_out)
 
     def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.

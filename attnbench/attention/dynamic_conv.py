@@ -163,8 +163,8 @@ class _HeadSharedConv1d(nn.Module, ABC):
     def kernel_macs(self, batch: int, length: int) -> int:
         """Multiply-adds spent computing the kernels."""
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Convolve ``x`` (B, T, C); steps where ``key_padding_mask`` (B, T) is True read as zeros."""
+    def _masked_input(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """``x`` (B, T, C) checked, with the steps where ``key_padding_mask`` (B, T) is True set to zero."""
         if x.dim() != 3 or x.shape[-1] != self.embed_dim:
             raise ValueError(f"x must be (B, T, {self.embed_dim}), got {tuple(x.shape)}")
         b, t, _ = x.shape
@@ -174,9 +174,25 @@ class _HeadSharedConv1d(nn.Module, ABC):
                     f"key_padding_mask must be a bool tensor of shape (B, T) = {(b, t)}, "
                     f"got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}")
             x = x.masked_fill(key_padding_mask[..., None], 0.0)
+        return x
+
+    def _normalised_kernels(self, x: torch.Tensor) -> torch.Tensor:
+        """Kernels ``(B or 1, T or 1, H, k)`` of the masked input: softmax over the taps if ``weight_softmax``."""
         weight = self.kernel_logits(x)
-        if self.weight_softmax:
-            weight = weight.softmax(-1)
+        return weight.softmax(-1) if self.weight_softmax else weight
+
+    def kernel_weights(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The kernels forward applies (before DropConnect; softmax-normalised if ``weight_softmax``),
+        ``W[b, t, h, j]``, ``(B, T, H, k)``: tap ``j`` of step ``t`` weighs input step ``t + j - P``
+        (``P = padding_l``; zero outside ``[0, T)``). Arguments as :meth:`forward`."""
+        x = self._masked_input(x, key_padding_mask)
+        return self._normalised_kernels(x).expand(*x.shape[:2], -1, -1)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Convolve ``x`` (B, T, C); steps where ``key_padding_mask`` (B, T) is True read as zeros."""
+        x = self._masked_input(x, key_padding_mask)
+        b, t, _ = x.shape
+        weight = self._normalised_kernels(x)
         if self.training and self.weight_dropout > 0:
             # DropConnect: an independent mask for every step and sample, as in fairseq.
             weight = F.dropout(weight.expand(b, t, -1, -1), self.weight_dropout, training=True)

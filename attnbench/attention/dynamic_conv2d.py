@@ -69,11 +69,18 @@ class DynamicConv2d(nn.Module):
         return (f"{self.in_channels}, kernel_size={self.kernel_size}, num_heads={self.num_heads}, "
                 f"dilation={self.dilation}")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def kernel_weights(self, x: torch.Tensor) -> torch.Tensor:
+        """The normalised kernels forward applies, ``A[p, m, j] = softmax_j((W_K x_p)_{m, :})``:
+        ``(N, heads, k*k, H*W)`` for an ``(N, C, H, W)`` input, pixels ``p`` row-major, tap ``j = a k + b``
+        at the offset ``o_j = dilation * (a - k // 2, b - k // 2)``."""
         check_feature_map(x, self.in_channels)
+        n, _, h, w = x.shape
+        return self.kernel_conv(x).view(n, self.num_heads, self.kernel_size ** 2, h * w).softmax(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.kernel_weights(x)  # (N, heads, k*k, HW); checks x
         n, c, h, w = x.shape
         k, heads = self.kernel_size, self.num_heads
-        weight = self.kernel_conv(x).view(n, heads, k * k, h * w).softmax(2)  # (N, heads, k*k, HW)
         before = self.dilation * (k // 2)
         after = self.dilation * (k - 1 - k // 2)
         value = F.pad(self.value_conv(x), (before, after, before, after))

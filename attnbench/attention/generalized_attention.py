@@ -48,6 +48,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention_maps import AttentionMaps, flat_index, term_weights
 from .checks import check_feature_map, check_multiple, check_positive_int
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
@@ -319,6 +320,69 @@ class GeneralizedAttention(nn.Module):
         if (h, w) != (1, 1) and out.shape[2:] != x.shape[2:]:
             out = F.interpolate(out, size=x.shape[2:], mode="bilinear", align_corners=False)
         return self.gamma * out + x
+
+    def attention_maps(self, x: torch.Tensor, queries: torch.Tensor | None = None) -> AttentionMaps:
+        """Attention weights of chosen queries over the key grid, as trained and for each enabled term.
+
+        For the queries ``i`` (flat, row-major indices into the ``h x w`` query grid of stride
+        ``q_stride``; all when ``queries`` is None) and the keys ``j`` of the ``Hk x Wk`` grid of
+        stride ``kv_stride``, with ``R_i`` the keys beyond ``spatial_range`` of query ``i``:
+
+            weights['all'][n, m, i, j] = softmax_j( E1 + E2 + E3 + E4 (the enabled ones) ),  R_i at -inf
+            weights['Et'][n, m, i, j]  = softmax_j( Et ),                                       R_i at -inf
+
+        with E1 under the module's ``score`` and the terms as in the module docstring (E3 alone,
+        the global-context case, gives every query the same weights). With ``hard > 0`` 'all' is
+        the hard weights forward uses (:func:`~attnbench.attention.scores.attention_weights`);
+        the terms alone stay soft. Forward's attention output at a query is ``weights['all'] @
+        (W_v x_kv)`` per head (before ``W_out``, the gate and, for ``q_stride > 1``, the bilinear
+        upsampling). The logits are materialised (``Q x Hk Wk`` per head and term); forward is
+        unchanged. Autograd records as usual: wrap in ``torch.no_grad()`` to inspect only.
+
+        Args:
+            x: ``(N, C, H, W)`` input of the block.
+            queries: 1-D int64 flat indices into the query grid, or None for all ``h * w``.
+
+        Returns:
+            :class:`~attnbench.attention.attention_maps.AttentionMaps`: weights ``(N, heads, Q,
+            Hk * Wk)``, ``query_grid = (h, w)``, ``key_grid = (Hk, Wk)``.
+        """
+        check_feature_map(x, self.in_channels)
+        x_q = x[:, :, ::self.q_stride, ::self.q_stride]
+        x_kv = x[:, :, ::self.kv_stride, ::self.kv_stride]
+        n, _, h, w = x_q.shape
+        grid, key_grid = (h, w), tuple(x_kv.shape[2:])
+        index = flat_index(queries, grid, x.device)
+        f = self.factors
+        tokens_kv = x_kv.flatten(2).transpose(1, 2)  # (N, Hk * Wk, C)
+        query = None
+        if f.needs_query:
+            query = self._project_heads(self.query_conv, x_q.flatten(2).transpose(1, 2)[:, index])  # (N, heads, Q, d)
+        key = self._project_heads(self.key_conv, tokens_kv) if f.needs_key else None
+        logits = {}
+        if f.query_key:
+            logits["E1"] = score_logits(self, query, key, 1.0)
+        if f.query_position:
+            logits["E2"] = self._position_term(query, index, grid, key_grid, x)
+        if f.key:
+            logits["E3"] = self._query_side(None, False, "appr_bias") @ key.transpose(-1, -2)  # (N, heads, 1, M)
+        if f.position:
+            logits["E4"] = self._position_term(self._query_side(None, False, "geom_bias"), index, grid, key_grid, x)
+        hidden = self._outside_range(grid, key_grid, x)[index] if self.spatial_range >= 0 else None
+        shape = (n, self.num_heads, index.numel(), key_grid[0] * key_grid[1])
+        return AttentionMaps(term_weights(logits, hidden, self.hard, shape), grid, key_grid)
+
+    def _position_term(self, position_query, index, grid, key_grid, like) -> torch.Tensor:
+        """``p_i . (P^x_{x_i - x_j} + P^y_{y_i - y_j})`` for the queries ``index`` of the ``grid`` and all
+        keys, (N or 1, heads, Q, Hk * Wk); ``position_query`` (N or 1, heads, Q or 1, d) is ``q`` (E2) or
+        ``v`` (E4)."""
+        (h, w), (h_kv, w_kv) = grid, key_grid
+        feat_x = self._axis_position_features(self.appr_geom_fc_x, self._axis_offsets(w, w_kv, like))
+        feat_y = self._axis_position_features(self.appr_geom_fc_y, self._axis_offsets(h, h_kv, like))
+        pq = position_query.expand(-1, -1, index.numel(), -1)
+        bias_x = torch.einsum("nmqd,mqjd->nmqj", pq, feat_x[:, index % w])  # (N or 1, heads, Q, Wk)
+        bias_y = torch.einsum("nmqd,mqid->nmqi", pq, feat_y[:, index // w])  # (N or 1, heads, Q, Hk)
+        return (bias_y[..., :, None] + bias_x[..., None, :]).flatten(-2)
 
     def macs(self, x: torch.Tensor) -> int:
         """Multiply-adds of one forward pass on an input of shape ``(N, C, H, W)``.

@@ -34,6 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention_maps import AttentionMaps, flat_index, term_weights
 from .checks import check_multiple
 from .factors import AttentionFactors
 from .position import sinusoidal_embedding
@@ -220,6 +221,59 @@ class GeneralizedAttention1d(nn.Module):
             out = F.dropout(weights, dropout, self.training) @ v
         out = out.transpose(1, 2).reshape(b, t, self.embed_dim)
         return self.out_proj(out)
+
+    def attention_maps(
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor | None = None,
+        causal: bool = False,
+        key_padding_mask: torch.Tensor | None = None,
+        query_offset: int = 0,
+        queries: torch.Tensor | None = None,
+    ) -> AttentionMaps:
+        """Attention weights of chosen query steps over the keys, as trained and for each enabled term.
+
+        For the query steps ``i`` (indices into the ``T`` steps of ``query``; all when ``queries`` is
+        None), the ``S`` keys ``j`` and ``H_i`` the keys forward hides from query ``i`` (``causal``,
+        ``window``, ``key_padding_mask``):
+
+            weights['all'][b, m, i, j] = softmax_j( sum of the enabled terms ),  H_i at -inf
+            weights['Et'][b, m, i, j]  = softmax_j( Et ),                          H_i at -inf
+
+        with the terms as in the module docstring: E2, E3, E4 divided by ``sqrt(d)``, E1 under the
+        module's ``score``. A query that sees no key gets zeros. With ``hard > 0`` 'all' is the hard
+        weights forward uses; the terms alone stay soft. Forward's output is ``W_out`` of
+        ``weights['all'] @ (W_v x_keys)`` per head (in training, after dropout on the weights,
+        which these are before). Arguments as :meth:`forward`, plus ``queries``.
+
+        Returns:
+            :class:`~attnbench.attention.attention_maps.AttentionMaps`: weights ``(B, heads, Q, S)``,
+            ``query_grid = (T,)``, ``key_grid = (S,)``.
+        """
+        self._check_inputs(query, memory, key_padding_mask)
+        keys_in = query if memory is None else memory
+        b, t, _ = query.shape
+        s = keys_in.shape[1]
+        index = flat_index(queries, (t,), query.device)
+        f = self.factors
+        scale = self.head_dim ** -0.5
+        q = self._split_heads(self.q_proj(query)) if f.needs_query else None
+        k = self._split_heads(self.k_proj(keys_in)) if f.needs_key else None
+        logits = {}
+        if f.query_key:
+            logits["E1"] = score_logits(self, q[:, :, index], k, scale)
+        if f.query_position:
+            logits["E2"] = self._position_logits(q, t, s, query_offset)[:, :, index] * scale
+        if f.key:
+            logits["E3"] = self.content_bias[:, None] @ k.transpose(-1, -2) * scale  # (B, heads, 1, S)
+        if f.position:
+            position = self.position_bias[None, :, None]  # (1, heads, 1, d)
+            logits["E4"] = self._position_logits(position, t, s, query_offset)[:, :, index] * scale
+        hidden = self._hidden_keys(b, t, s, query_offset, causal, key_padding_mask, query.device)
+        if hidden is not None:
+            hidden = hidden.expand(-1, -1, t, -1)[:, :, index]
+        shape = (b, self.num_heads, index.numel(), s)
+        return AttentionMaps(term_weights(logits, hidden, self.hard, shape), (t,), (s,))
 
     def macs(self, query: torch.Tensor, memory: torch.Tensor | None = None, causal: bool = False,
              key_padding_mask: torch.Tensor | None = None, query_offset: int = 0) -> int:
