@@ -97,8 +97,9 @@ def test_scores_and_hard_attention_match_float64_reference(factors, score, hard,
 
 @pytest.mark.parametrize("factors", ["0010", "0111", "0001"])
 @pytest.mark.parametrize("hard", [1, 4])
-def test_hard_attention_without_e1_matches_float64_reference(factors, hard):
-    m = make(factors, hard=hard, spatial_range=3, kv_stride=1).double()
+@pytest.mark.parametrize("spatial_range", [3, -1])  # 0010 at -1: one logit row shared by every query
+def test_hard_attention_without_e1_matches_float64_reference(factors, hard, spatial_range):
+    m = make(factors, hard=hard, spatial_range=spatial_range, kv_stride=1).double()
     x = torch.randn(1, 24, 6, 8, dtype=torch.float64)
     torch.testing.assert_close(m(x), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
 

@@ -284,7 +284,8 @@ class GeneralizedAttention(nn.Module):
             logits = logits + (bias_y[..., :, None] + bias_x[..., None, :]).flatten(-2)
         if self.spatial_range >= 0:
             logits = logits.masked_fill(self._outside_range(grid, key_grid, like), float("-inf"))
-        return attention_weights(logits, self.hard) @ value
+        out = attention_weights(logits, self.hard) @ value  # (N, heads, 1, d) if no term reads the query
+        return out.expand(-1, -1, grid[0] * grid[1], -1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_feature_map(x, self.in_channels)
