@@ -18,8 +18,12 @@ the rows of a task (and slot), which all face the same reference (--no-holm leav
 "p_wilcoxon" the Wilcoxon signed-rank test's p of the paired differences (zero differences
 dropped; exact without ties). On the diagnostic tasks, "learnt" is k/n: k of the row's n runs
 learnt the rule (context accuracy 0.9 or more), and "p_exact" tests learnt against not: McNemar's
-exact test on the seeds where the runs pair, else Fisher's exact test followed by "u". Rows not
-paired on all their seeds are named under the table, with the reason.
+exact test on the seeds where the runs pair, else Fisher's exact test followed by "u", and where
+the runs record it "context mass (chance)": the mean share of the object queries' attention on the
+pixels that decide their class (the generalized attention's weights, over its blocks, heads and the
+validation objects; attnbench.mm.attention_mass) and, in brackets, that context's share of the image,
+the mass uniform attention would give it. Rows not paired on all their seeds are named under the
+table, with the reason.
 """
 import argparse
 import sys

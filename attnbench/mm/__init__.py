@@ -8,6 +8,7 @@ import warnings
 # mmengine 0.10.7 and mmcv 2.1.0 import pkg_resources (deprecated, still needed; see tools/setup.sh)
 warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
 
+from . import attention_mass  # noqa: E402, F401
 from . import datasets  # noqa: E402, F401
 from . import heads  # noqa: E402, F401
 from . import hooks  # noqa: E402, F401

@@ -41,12 +41,14 @@ _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
-    and ``value_context`` (and ``gate_max``, ``offset_mean_px``) NaN where the store has no such column."""
+    and ``value_context`` (and ``gate_max``, ``offset_mean_px``, ``mass_context``, ``mass_context_chance``) NaN
+    where the store has no such column."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
-    for column in ("value_class_agnostic", "value_context", "gate_max", "offset_mean_px"):
+    for column in ("value_class_agnostic", "value_context", "gate_max", "offset_mean_px", "mass_context",
+                   "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
     return ok
 
@@ -136,6 +138,10 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     runs' ``gate_max`` (each run's largest final |gamma|), and ``offset_px``, the mean of the runs'
     ``offset_mean_px`` (deformable offsets, pixels); NaN where no run records them.
 
+    Where the attention looked: ``mass`` and ``mass_chance``, the means of the runs' ``mass_context`` (the
+    attention mass of the object queries on their deciding context) and ``mass_context_chance`` (the
+    context's share of the image: uniform attention's mass); NaN where no run records them.
+
     Diagnostic rows (a context accuracy recorded): ``learnt`` of ``context_seeds`` runs learnt the rule
     (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`), and ``exact_p`` tests
     learnt against not against the reference (:func:`_learnt_test`; ``exact_paired`` says which test).
@@ -148,7 +154,8 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
         learnt=("learnt", "sum"), context_seeds=("value_context", "count"), macs_model=("macs_model", "mean"),
         macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean"),
         gate_lowest=("gate_max", "min"), gate_highest=("gate_max", "max"),
-        offset_px=("offset_mean_px", "mean")).reset_index()
+        offset_px=("offset_mean_px", "mean"), mass=("mass_context", "mean"),
+        mass_chance=("mass_context_chance", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
     summary = _spread_shared_baselines(summary)
     keys = ["task", "preset", "slot"]
@@ -215,8 +222,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
     for the diagnostic tasks, ``context accuracy``, ``learnt`` (``k/n``: k of the n runs learnt the rule)
     and ``p_exact``, McNemar's exact p where runs pair, else Fisher's followed by ``u``; where runs record
     them, ``gate |γ|`` (the range over the runs of their largest final gate) and ``offset px`` (mean
-    deformable offset length); and the model's and attention's MACs. ``reference`` compares every row with that row instead of the baseline
-    (:func:`summarize`).
+    deformable offset length) and ``context mass (chance)`` (the mean attention mass on the deciding
+    context, and in brackets uniform attention's); and the model's and attention's MACs. ``reference``
+    compares every row with that row instead of the baseline (:func:`summarize`).
     """
     s = summarize(results, reference)
     unpaired = (s["paired_seeds"] < 2).map({True: "u", False: ""})
@@ -244,6 +252,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
                                for low, high in zip(s["gate_lowest"], s["gate_highest"])]
     if s["offset_px"].notna().any():
         columns["offset px"] = ["" if pd.isna(x) else f"{x:.2f}" for x in s["offset_px"]]
+    if s["mass"].notna().any():
+        columns["context mass (chance)"] = ["" if pd.isna(m) else f"{m:.3f} ({c:.3f})"
+                                            for m, c in zip(s["mass"], s["mass_chance"])]
     columns |= {"GMACs model": (s["macs_model"] / 1e9).round(3), "GMACs attention": (s["macs_modules"] / 1e9).round(4)}
     table = pd.DataFrame(columns)
     if fmt == "csv":

@@ -21,6 +21,10 @@ from filelock import FileLock
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
 #: its tokens' parameters (``range=7``; attnbench.variants). ``gate_max`` and ``offset_mean_px`` say how far
 #: the run's attention left its start (attnbench.mm.hooks.OpeningHook); empty where it has no gate or offset.
+#: ``mass_context`` is the diagnostic tasks' attention mass on the deciding context (the share of an object
+#: query's generalized-attention weight on the pixels that decide its class, mean over blocks, heads and
+#: validation objects), ``mass_context_E1`` .. ``_E4`` each term's alone, ``mass_context_chance`` the
+#: context's share of the image, uniform attention's mass (attnbench.mm.attention_mass); empty elsewhere.
 #: ``run_seconds`` is the worker's wall time, ``val_seconds`` the validations' (within ``train_seconds``),
 #: ``outside_seconds`` what was not training steps (attnbench.sweep.worker); ``started_at`` and
 #: ``finished_at`` the worker's own start and end (the sweep's submission time for rows before them).
@@ -28,7 +32,8 @@ COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_seconds", "val_seconds", "run_seconds", "outside_seconds", "peak_memory_mb",
-    "gate_max", "offset_mean_px",
+    "gate_max", "offset_mean_px", "mass_context", "mass_context_chance",
+    "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
     "threads", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
 )

@@ -54,6 +54,7 @@ def execute(run: dict) -> dict:
     import torch
     from mmengine.runner import Runner
 
+    from attnbench.mm.attention_mass import AttentionMassHook
     from attnbench.mm.hooks import OpeningHook, RunSummaryHook, unwrapped_model
     from attnbench.mm.run_setup import apply_run_protocol, load_config, resumable_checkpoints
 
@@ -80,7 +81,8 @@ def execute(run: dict) -> dict:
         counts = task.count(model, run["preset"])  # FLOPs do not depend on the weights: count first
     recorder = RunSummaryHook(extra=counts)
     opening = OpeningHook(summary=recorder.extra)  # its values reach the W&B summary and the row
-    for hook in (recorder, opening):
+    mass = [AttentionMassHook(summary=recorder.extra)] if task.rule else []  # diagnostic tasks: where attention looks
+    for hook in (recorder, opening, *mass):
         runner.register_hook(hook, priority=hook.priority)
     with resumable_checkpoints():
         runner.train()  # ends with a validation of the final weights
