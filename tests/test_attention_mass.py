@@ -19,6 +19,7 @@ from attnbench.data.deciding_context import (CONTEXTS, box_mask, context_mask, d
 from attnbench.data.mini_shapes import FLAG_COLOURS, RULES, ensure_mini_shapes, flag_size, key_mask
 from attnbench.mm.attention_mass import MASS_KEYS, AttentionMassHook, object_attention
 from attnbench.mm.feature_grids import InputFrame, input_mask, key_coverage, key_tile, query_indices
+from attnbench.sweep.tasks import DIAGNOSTIC_TASKS, TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -235,6 +236,11 @@ def test_object_attention_takes_each_object_s_query_and_context_from_its_own_ima
     assert torch.allclose(mass["all"], torch.stack([full["all"][0, :, 3, 0].mean(), full["all"][0, :, 9, 3].mean(),
                                                     full["all"][1, :, 9, 0].mean()]))
     assert mass["chance"].tolist() == [0.25, 0.25, 0.25]
+
+
+def test_only_the_diagnostic_tasks_have_a_rule():
+    """The worker measures the mass where its task has a rule: every task answers, the diagnostic ones only yes."""
+    assert {name for name, task in TASKS.items() if task.rule} == set(DIAGNOSTIC_TASKS)
 
 
 def test_a_smoke_sweep_records_the_mass_on_the_context(tmp_path):

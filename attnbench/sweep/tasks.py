@@ -121,6 +121,7 @@ class TranslationTask:
     metric_label: str = "BLEU"
     class_agnostic_metric: str | None = None
     context_metric: str | None = None
+    rule: str | None = None  # no diagnostic rule: translation has no deciding context to measure attention on
     preset_options: dict = field(default_factory=lambda: {"smoke": {
         "train_cfg.max_iters": 4, "train_cfg.val_interval": 4, "val_dataloader.dataset.indices": 16}})
     configs: dict = field(default_factory=lambda: {
