@@ -20,6 +20,18 @@ def repository_path(path: str | Path) -> str:
     root = CONFIG_ROOT.parent
     return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
 
+
+def missing_data(cfg) -> list[tuple[str, dict]]:
+    """``(split, dataset config)`` of a config's train, val and test dataloaders (inside a dataset
+    wrapper) whose ``data_root`` does not exist."""
+    missing = []
+    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        dataset = (cfg.get(split) or {}).get("dataset", {})
+        dataset = dataset.get("dataset", dataset)  # RepeatDataset and other wrappers
+        if dataset.get("data_root") and not Path(dataset["data_root"]).is_dir():
+            missing.append((split, dataset))
+    return missing
+
 #: (task, preset) -> (folder, base file, variant file pattern with {slug}).
 VISION_CONFIGS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("det", "full"): ("detection", "faster-rcnn_r50_fpn_1x_coco.py", "faster-rcnn_r50-{slug}_fpn_1x_coco.py"),

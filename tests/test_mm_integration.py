@@ -12,7 +12,7 @@ from mmengine.registry import DATASETS, MODELS, init_default_scope
 import attnbench.mm  # noqa: F401
 from attnbench.attention import GlobalContext, NonLocal2d
 from attnbench.config_files import PRESET_PARAMETERS, vision_config_path
-from attnbench.mm.run_setup import load_config
+from attnbench.mm.run_setup import format_configs_once, load_config
 from attnbench.mm.plugins import PLUGINS
 from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
 
@@ -130,6 +130,28 @@ def test_configs_of_generated_data_load_before_the_data_exists(tmp_path, monkeyp
                    CONFIG_ROOT / "translation/transformer-mini_mini-corpus.py"):
         load_config(str(config))
     assert not (tmp_path / "data").exists()
+
+
+def test_configs_are_formatted_once_to_the_text_yapf_gives(monkeypatch, tmp_path):
+    import mmengine.config.config as config_module
+
+    yapf = config_module.FormatCode
+    yapf = getattr(yapf, "__wrapped__", yapf) if getattr(yapf, "formats_once", False) else yapf
+    formatted = []
+
+    def format_code(source, **options):
+        formatted.append(source)
+        return yapf(source, **options)
+
+    monkeypatch.setattr(config_module, "FormatCode", format_code)  # restored after the test
+    cfg = load_config(str(vision_config_path("det", "mini", "0010")), str(tmp_path))
+    expected = cfg.pretty_text
+    format_configs_once()
+    format_configs_once()  # a second call leaves the one cache in place
+    assert [cfg.pretty_text for _ in range(5)] == [expected] * 5
+    assert len(formatted) == 2  # the text before the cache, then once into it
+    cfg.merge_from_dict({"randomness.seed": 7})
+    assert "seed=7" in cfg.pretty_text and len(formatted) == 3  # another text is formatted anew
 
 
 def test_generated_configs_are_in_sync():

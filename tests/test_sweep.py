@@ -120,6 +120,19 @@ def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
     assert f"from {code / 'attnbench'}" in (runner.run_dir(runs[1]) / "run.log").read_text()  # what the worker imported
 
 
+def test_the_sweep_writes_the_generated_data_before_its_runs(tmp_path, monkeypatch):
+    runner = SweepRunner(ResultsStore(tmp_path / "results"), snapshot=False)
+    found = []
+
+    def execute(run, on_start):  # what a worker would find
+        found.append((tmp_path / "data" / "mini_shapes.json").is_file())
+        return {"status": "failed", "error": "not run"}
+
+    monkeypatch.setattr(runner, "_execute_local", execute)
+    list(runner.run_all([tiny_run(tmp_path, "baseline"), tiny_run(tmp_path, "0010")]))
+    assert found == [True, True]  # in no run's time
+
+
 def test_diverging_run_is_recorded_as_failed_and_the_sweep_goes_on(sweep):
     _, _, _, rows = sweep
     assert rows["1111"]["status"] == "failed"

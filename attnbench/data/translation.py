@@ -156,11 +156,15 @@ class MiniCorpusDataset(ParallelTextDataset):
         Others: as :class:`ParallelTextDataset`.
     """
 
-    generates_data_root = True  # read by the config check: no data_root to look for before the run
-
     def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
-        _run_on_main_process(ensure_mini_corpus, data_root, **(generate or {}))
+        self.generate_data(data_root, generate)
         super().__init__(data_root=data_root, **kwargs)
+
+    @staticmethod
+    def generate_data(data_root: str, generate: dict | None = None) -> None:
+        """Write the corpus into ``data_root`` unless it is there (``generate``: as the dataset's); the
+        config check and the sweep look for this method (attnbench.mm.run_setup.generating_dataset)."""
+        _run_on_main_process(ensure_mini_corpus, data_root, **(generate or {}))
 
 
 class TokenBucketBatchSampler(Sampler[list[int]]):

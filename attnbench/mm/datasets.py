@@ -30,14 +30,18 @@ class _GeneratedOnFirstUse:
     """Mixin placed before an OpenMMLab dataset: generates ``data_root`` before it is read, and
     names the classes after its rule."""
 
-    generates_data_root = True  # read by the config check: no data_root to look for before the run
-
     def __init__(self, *args, data_root: str, generate: dict | None = None, metainfo: dict | None = None,
                  **kwargs) -> None:
         generate = generate or {}
-        ensure_mini_shapes(data_root, **generate)
+        self.generate_data(data_root, generate)
         classes = self.label_names(RULES[generate.get("rule", DEFAULT_RULE)].classes)
         super().__init__(*args, data_root=data_root, metainfo={"classes": classes} | (metainfo or {}), **kwargs)
+
+    @staticmethod
+    def generate_data(data_root: str, generate: dict | None = None) -> None:
+        """Write the data into ``data_root`` unless it is there (``generate``: as the dataset's); the
+        config check and the sweep look for this method (attnbench.mm.run_setup.generating_dataset)."""
+        ensure_mini_shapes(data_root, **(generate or {}))
 
     @staticmethod
     def label_names(classes: tuple[str, str]) -> tuple[str, ...]:

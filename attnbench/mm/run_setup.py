@@ -1,13 +1,17 @@
 """What runs before mmengine's Runner, shared by ``tools/train.py``, ``tools/test.py`` and the sweep:
-config loading and checks, the run protocol, the checkpoint allow-list and CPU distributed set-up."""
+config loading and checks, the run protocol, the config formatting cache, the checkpoint allow-list
+and CPU distributed set-up."""
 from __future__ import annotations
 
+import functools
 import os
 import os.path as osp
 from contextlib import contextmanager
 
 import torch
 from mmengine.config import Config
+
+from attnbench.config_files import missing_data
 
 
 def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None = None,
@@ -26,9 +30,10 @@ def load_config(path: str, work_dir: str | None = None, cfg_options: dict | None
     return cfg
 
 
-def generates_its_data(dataset_type) -> bool:
-    """Whether a dataset type writes its own ``data_root`` on first use (``generates_data_root = True``
-    on the class: the mini-shapes and mini-corpus datasets), so there is no data to check for."""
+def generating_dataset(dataset_type):
+    """The class of a dataset type that writes its own ``data_root`` on first use (it has
+    ``generate_data(data_root, generate)``: the mini-shapes and mini-corpus datasets), so there is no
+    data to check for; None for other types."""
     from mmengine.registry import DATASETS
 
     from . import datasets, nmt  # noqa: F401  registers attnbench's datasets
@@ -37,7 +42,7 @@ def generates_its_data(dataset_type) -> bool:
         cls = DATASETS.get(dataset_type) if isinstance(dataset_type, str) else dataset_type
     except KeyError:  # a scope whose package is not installed: nothing generates that data
         cls = None
-    return bool(getattr(cls, "generates_data_root", False))
+    return cls if hasattr(cls, "generate_data") else None
 
 
 def check_config(cfg: Config, check_data: bool = True) -> None:
@@ -47,14 +52,22 @@ def check_config(cfg: Config, check_data: bool = True) -> None:
         raise ValueError(
             f"model.backbone: ResNet-{backbone['depth']} is built of BasicBlocks, which take no plugins or DCN; "
             "attention plugins and deformable conv2 need Bottleneck blocks (depth 50, 101 or 152)")
-    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
-        dataset = (cfg.get(split) or {}).get("dataset", {})
-        dataset = dataset.get("dataset", dataset)  # RepeatDataset and other wrappers
-        root = dataset.get("data_root")
-        if check_data and root and not osp.isdir(root) and not generates_its_data(dataset.get("type")):
+    for split, dataset in (missing_data(cfg) if check_data else []):
+        if not generating_dataset(dataset.get("type")):
             raise FileNotFoundError(
-                f"{split}.dataset.data_root {root!r} does not exist: put the {dataset.get('type', 'dataset')} "
-                "data there, or point data_root at it (--cfg-options)")
+                f"{split}.dataset.data_root {dataset['data_root']!r} does not exist: put the "
+                f"{dataset.get('type', 'dataset')} data there, or point data_root at it (--cfg-options)")
+
+
+def generate_missing_data(cfg: Config) -> None:
+    """Generate now each missing ``data_root`` that the config's datasets would write on first use.
+
+    The sweep calls it before its runs, so that the first runs on a fresh checkout do not count the
+    data's generation as their own time (nor wait on each other's, one generating, others locked out).
+    """
+    for _, dataset in missing_data(cfg):
+        if cls := generating_dataset(dataset.get("type")):
+            cls.generate_data(dataset["data_root"], dataset.get("generate"))
 
 
 def apply_run_protocol(cfg: Config) -> dict:
@@ -76,6 +89,33 @@ def apply_run_protocol(cfg: Config) -> dict:
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return dict(threads=torch.get_num_threads(), device=device, torch_version=torch.__version__,
                 mmcv_version=mmcv.__version__)
+
+
+def format_configs_once() -> None:
+    """Let mmengine format each config text with yapf once per process, not at every use.
+
+    ``Config.pretty_text`` runs yapf's ``FormatCode`` on the same text five times a run (the log,
+    the dumped config, the local visualizer's config, the message hub's meta before the run, every
+    checkpoint's meta), 0.1-0.5 s each on a mini config. ``FormatCode`` is a pure function of its
+    arguments, so its cached result is the text it would return.
+    """
+    import mmengine.config.config as config_module
+
+    if not getattr(config_module.FormatCode, "formats_once", False):
+        config_module.FormatCode = _memoised(config_module.FormatCode)
+
+
+def _memoised(format_code):
+    results = {}
+
+    @functools.wraps(format_code)
+    def format_once(source: str, **options):
+        key = (source, repr(sorted(options.items())))  # options hold a dict (the style): not hashable
+        if key not in results:
+            results[key] = format_code(source, **options)
+        return results[key]
+    format_once.formats_once = True
+    return format_once
 
 
 def checkpoint_safe_globals() -> list:
@@ -152,5 +192,6 @@ def config_from_args(args) -> Config:
     os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
     cfg = load_config(args.config, args.work_dir, args.cfg_options, args.launcher)
     apply_run_protocol(cfg)
+    format_configs_once()
     setup_cpu_distributed(cfg)
     return cfg

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import attnbench
-from attnbench.config_files import CONFIG_ROOT, repository_path
+from attnbench.config_files import CONFIG_ROOT, missing_data, repository_path
 
 from .plan import Run
 from .store import ResultsStore
@@ -158,6 +158,12 @@ class SweepRunner:
     def run_all(self, runs: list[Run], on_start=lambda run: None):
         """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
         _ = [run.run_id for run in runs]  # resolves and caches every config: mmengine loading is not thread-safe
+        configs = [run.config_with_options() for run in runs]
+        if any(missing_data(cfg) for cfg in configs):  # data the runs' datasets would write on first use
+            from attnbench.mm.run_setup import generate_missing_data  # OpenMMLab's imports: only then
+
+            for cfg in configs:
+                generate_missing_data(cfg)
         if self.snapshot and runs and self.code is None:
             self.code = snapshot_code(self.store.root)
         if self.launcher != "local":

@@ -1,6 +1,7 @@
 """A sweep's plan: the runs of (task, variant, seed), each with its config and identity."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,12 @@ class Run:
         from mmengine.config import Config
 
         return Config.fromfile(self.config)
+
+    def config_with_options(self):
+        """A copy of the run's config with its ``cfg_options`` applied."""
+        cfg = copy.deepcopy(self._resolved_config)
+        cfg.merge_from_dict(self.cfg_options)
+        return cfg
 
     @cached_property
     def config_hash(self) -> str:

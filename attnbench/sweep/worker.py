@@ -56,7 +56,7 @@ def execute(run: dict) -> dict:
 
     from attnbench.mm.attention_mass import AttentionMassHook
     from attnbench.mm.hooks import OpeningHook, RunSummaryHook, unwrapped_model
-    from attnbench.mm.run_setup import apply_run_protocol, load_config, resumable_checkpoints
+    from attnbench.mm.run_setup import apply_run_protocol, format_configs_once, load_config, resumable_checkpoints
 
     from .tasks import TASKS
 
@@ -64,6 +64,7 @@ def execute(run: dict) -> dict:
     cfg = load_config(run["config"], run["work_dir"], run["cfg_options"])
     cfg.randomness = dict(cfg.get("randomness") or {}, seed=run["seed"])  # as --cfg-options randomness.seed=S
     protocol = apply_run_protocol(cfg)
+    format_configs_once()
     # the run's identity travels in the config: in the dumped config and W&B's config table
     # and the row it trains as fields W&B filters and groups on (E1..E4, each token, each parameter, the
     # preset's included: Variant.fields)
