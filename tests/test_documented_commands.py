@@ -54,6 +54,7 @@ RULES = [
     Rule(r"wandb sync", "skip", "uploads to W&B's servers (no network here)"),
     Rule(r"tools/gates\.py", "skip", "reads the runs' checkpoints, which are not committed; tests/test_gates_tool.py covers it"),
     Rule(r"benchmark_translation_data\.py", "skip", "CPU-minutes at 1 M pairs; tests/test_token_store.py covers the store"),
+    Rule(r"tools/attention_maps\.py", "as_typed"),  # draws the maps of the smoke runs trained just before
     Rule(r"tools/(compare|plot|list_modules|readme_tables|generate_configs|make_mini_data)\.py|sacrebleu ", "as_typed"),
 ]
 

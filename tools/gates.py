@@ -19,16 +19,8 @@ import pandas as pd
 import torch
 
 from attnbench.mm.hooks import gate_magnitudes
+from attnbench.sweep.runs import last_checkpoint
 from attnbench.sweep.store import read_store_or_exit
-
-
-def last_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint mmengine's ``last_checkpoint`` file names, if it is still there."""
-    pointer = run_dir / "last_checkpoint"
-    if not pointer.is_file():
-        return None
-    path = run_dir / Path(pointer.read_text().strip()).name
-    return path if path.is_file() else None
 
 
 def checkpoint_gate_max(run_dir: Path) -> float | None:

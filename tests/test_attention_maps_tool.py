@@ -1,0 +1,112 @@
+"""tools/attention_maps.py on the runs of a tiny smoke sweep: detection, segmentation (fcn) and translation
+figures, and the one line that names the re-training command when a run's checkpoint is gone."""
+import importlib.util
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from attnbench.sweep.plan import build_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location("attention_maps_tool", ROOT / "tools" / "attention_maps.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_figures_are_named_by_stage_or_slot_and_keep_the_last_block_of_each():
+    tool = load_tool()
+    names = ["backbone.layer2.0.gen_attention_block", "backbone.layer2.1.gen_attention_block",
+             "backbone.layer3.0.gen_attention_block"]
+    assert tool.chosen(names, tool.stage, False, "block") == {"conv3": names[1], "conv4": names[2]}
+    assert list(tool.chosen(names, tool.stage, True, "block")) == ["conv3_block0", "conv3_block1", "conv4_block0"]
+    assert tool.nmt_slot("decoder_layers.1.cross_attn.attention") == ("enc-dec", 1)
+    assert tool.nmt_slot("encoder_layers.0.self_attn.attention") == ("enc-self", 0)
+    assert tool.query_point("40,64.5") == (40.0, 64.5)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """1111 on det-flag, fcn-flag and in nmt's enc-dec slot, a few iterations each; the folder it ran in
+    (the diagnostic data is generated there, where the tool finds it again) and its store."""
+    cwd = tmp_path_factory.mktemp("maps")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/sweep.py"), "--tasks", "det-flag,fcn-flag,nmt",
+                           "--factors", "1111", "--slot", "enc-dec", "--no-baseline", "--preset", "smoke",
+                           "--results", "results", "--no-wandb", "--no-plot"],
+                          capture_output=True, text=True, cwd=cwd, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return cwd, pd.read_csv(cwd / "results" / "results.csv")
+
+
+def maps(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "tools/attention_maps.py"), "--results", "results", *argv],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def assert_figures(cwd: Path, proc: subprocess.CompletedProcess, names: list[str], folder: Path) -> None:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = sorted(Path(line).name for line in proc.stdout.split() if line.endswith((".png", ".svg")))
+    assert written == sorted(f"{name}.{ext}" for name in names for ext in ("png", "svg"))
+    for name in names:
+        assert (cwd / folder / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (cwd / folder / f"{name}.svg").read_text()[:1000]
+
+
+def test_detection_maps_one_figure_per_stage(sweep):
+    cwd, results = sweep
+    (run_id,) = results.loc[results["task"] == "det-flag", "run_id"]
+    proc = maps(cwd, "--task", "det-flag", "--variant", "1111", "--seed", "0")
+    assert_figures(cwd, proc, ["conv3", "conv4", "conv5"], Path("results") / "maps" / run_id)
+
+
+def test_segmentation_maps_of_a_chosen_query_with_each_head(sweep):
+    cwd, results = sweep
+    (run_id,) = results.loc[results["task"] == "fcn-flag", "run_id"]
+    proc = maps(cwd, "--run", run_id, "--image", "2", "--query", "40,64", "--heads", "--out", "fcn")
+    assert_figures(cwd, proc, ["conv3", "conv4", "conv5"], Path("fcn"))
+
+
+def test_translation_maps_one_figure_per_slot_and_layer(sweep):
+    cwd, results = sweep
+    (run_id,) = results.loc[results["task"] == "nmt", "run_id"]
+    proc = maps(cwd, "--task", "nmt", "--variant", "1111", "--slot", "enc-dec", "--seed", "0", "--sentence", "3",
+                "--every-block")
+    figures = [f"{slot}_layer{layer}" for slot in ("enc-self", "dec-self", "enc-dec") for layer in (0, 1)]
+    assert_figures(cwd, proc, figures, Path("results") / "maps" / run_id)
+
+
+def test_a_run_without_its_checkpoint_names_the_command_that_trains_it_again(sweep, tmp_path):
+    cwd, results = sweep
+    store = tmp_path / "store"  # the det-flag row without its run folder, as the committed stores are
+    store.mkdir()
+    results[results["task"] == "det-flag"].to_csv(store / "results.csv", index=False)
+    (row,) = results[results["task"] == "det-flag"].to_dict("records")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/attention_maps.py"), "--results", str(store), "--run",
+                           row["run_id"]], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert proc.returncode == 1 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"attention_maps.py: error: run {row['run_id']} has no checkpoint under {store}")
+    command = shlex.split(line.split("runs reproduce by seed: ", 1)[1])
+    assert command[:2] == ["python", "tools/sweep.py"] and "configs have changed" not in line
+    def value(flag: str) -> str:
+        return command[command.index(flag) + 1]
+
+    assert (value("--tasks"), value("--factors"), value("--preset"), value("--seeds")) == ("det-flag", "1111", "smoke", "0-0")
+    assert value("--results") == str(store) and "--force" in command and "--no-baseline" in command
+    (run,) = build_plan(["det-flag"], ["1111"], [], [0], "smoke", baseline=False)
+    assert run.run_id == row["run_id"]  # the command's run is the row's
+
+
+def test_a_run_the_store_does_not_hold_is_one_line(sweep):
+    cwd, _ = sweep
+    proc = maps(cwd, "--task", "det-flag", "--variant", "0010", "--seed", "0")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("attention_maps.py: error: the store has no finished run of task det-flag, "
+                                   "variant 0010, seed 0 in results")
