@@ -81,8 +81,8 @@ class AttentionMassHook(Hook):
     """During the final validation (the train loop at its last iteration), the attention mass on the
     deciding context of every generalized-attention block for every validation object, written into
     ``summary`` (the dict the sweep's row and W&B summary are made of) under :data:`MASS_KEYS`; NaN
-    throughout for a model without such a block. Costs one ``attention_maps`` call per block and image,
-    for that image's few object queries. The validation set must be generated mini shapes."""
+    throughout for a model without such a block. Costs one ``attention_maps`` call per block and batch,
+    for the batch's few object queries. The validation set must be generated mini shapes."""
 
     priority = "VERY_HIGH"  # before RunSummaryHook, which writes the W&B summary at the end of the run
 
