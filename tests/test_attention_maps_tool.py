@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from attnbench.sweep.plan import build_plan
+from attnbench.sweep.runs import find_run, retrain_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,3 +111,36 @@ def test_a_run_the_store_does_not_hold_is_one_line(sweep):
     assert proc.returncode == 1
     assert proc.stderr.strip() == ("attention_maps.py: error: the store has no finished run of task det-flag, "
                                    "variant 0010, seed 0 in results")
+
+
+@pytest.mark.parametrize("row, plan, expected", [
+    (dict(task="det-flag", variant="baseline", preset="mini", seed=4, slot=float("nan")), ([], [], None),
+     "--tasks det-flag --preset mini --seeds 4-4"),
+    (dict(task="seg-marker", variant="0010+deformable", preset="smoke", seed=0, slot=float("nan")),
+     ([], ["0010+deformable"], None),
+     "--tasks seg-marker --modules 0010+deformable --no-baseline --preset smoke --seeds 0-0"),
+    (dict(task="nmt", variant="1111:score=bilinear", preset="mini", seed=2, slot="enc-dec"),
+     (["1111:score=bilinear"], [], "enc-dec"),
+     "--tasks nmt --factors 1111:score=bilinear --no-baseline --slot enc-dec --preset mini --seeds 2-2"),
+])
+def test_the_retrain_command_plans_the_row_s_run_alone(row, plan, expected):
+    factors, modules, slot = plan
+    (run,) = build_plan([row["task"]], factors, modules, [row["seed"]], row["preset"], slot,
+                        baseline=not (factors or modules))
+    assert retrain_command(row | {"run_id": run.run_id}, "results/x") == \
+        f"python tools/sweep.py {expected} --results results/x --force --no-wandb"
+    moved = retrain_command(row | {"run_id": "an-older-run"}, "results/x")
+    assert moved.endswith(f"(the configs have changed since the run: this trains {run.run_id})")
+
+
+def test_find_run_names_what_matches():
+    results = pd.DataFrame([dict(run_id=f"r{i}", task="det-flag", variant="1111", seed=0, preset=preset, slot=None,
+                                 status=status) for i, (preset, status) in
+                            enumerate([("mini", "ok"), ("smoke", "ok"), ("long", "failed")])])
+    assert find_run(results, "r1")["preset"] == "smoke"
+    assert find_run(results, task="det-flag", variant="1111", seed=0, preset="mini")["run_id"] == "r0"
+    with pytest.raises(ValueError, match="2 finished runs match the run of task det-flag, variant 1111, seed 0: "
+                                         "r0, r1; name one with --run"):
+        find_run(results, task="det-flag", variant="1111", seed=0)
+    with pytest.raises(ValueError, match="no finished run r2"):
+        find_run(results, "r2")

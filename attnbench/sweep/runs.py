@@ -58,7 +58,8 @@ def _plan_arguments(row: dict) -> tuple[list[str], list[str], str | None]:
         factors, modules = [row["variant"]], []
     else:
         factors, modules = [], [row["variant"]]
-    return factors, modules, row.get("slot") or None
+    slot = row.get("slot")
+    return factors, modules, slot if isinstance(slot, str) and slot else None  # the store reads no slot as NaN
 
 
 def retrain_command(row: dict, results: str | Path) -> str:
