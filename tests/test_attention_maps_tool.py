@@ -1,5 +1,6 @@
 """tools/attention_maps.py on the runs of a tiny smoke sweep: detection, segmentation (fcn) and translation
-figures, and the one line that names the re-training command when a run's checkpoint is gone."""
+figures, the attention-mass table (--mass) against the row's, and the one line that names the re-training
+command when a run's checkpoint is gone."""
 import importlib.util
 import shlex
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from attnbench.mm.attention_mass import MASS_KEYS
 from attnbench.sweep.plan import build_plan
 from attnbench.sweep.runs import find_run, retrain_command
 
@@ -81,6 +83,24 @@ def test_translation_maps_one_figure_per_slot_and_layer(sweep):
                 "--every-block")
     figures = [f"{slot}_layer{layer}" for slot in ("enc-self", "dec-self", "enc-dec") for layer in (0, 1)]
     assert_figures(cwd, proc, figures, Path("results") / "maps" / run_id)
+
+
+@pytest.mark.parametrize("task", ["det-flag", "fcn-flag"])
+def test_the_mass_table_s_mean_row_is_the_row_s_mass(sweep, task):
+    """--mass over the whole validation set: a row per block, each mass in [0, 1], and the mean over every
+    (block, object) pair what AttentionMassHook recorded at the run's final validation."""
+    cwd, results = sweep
+    (row,) = results[results["task"] == task].to_dict("records")
+    proc = maps(cwd, "--run", row["run_id"], "--mass", "--mass-csv", f"{task}.csv")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = pd.read_csv(cwd / f"{task}.csv", index_col="block")
+    assert list(table.columns) == list(MASS_KEYS) and table.index[-1] == "mean"
+    for name, key in MASS_KEYS.items():
+        assert table.loc["mean", name] == pytest.approx(row[key], rel=1e-6)
+    blocks = table.drop(index="mean")
+    assert len(blocks) > 1 and blocks.index[0] == "conv3_block0" and ((blocks >= 0) & (blocks <= 1)).all(axis=None)
+    (mean,) = [line for line in proc.stdout.splitlines() if line.startswith("| mean ")]
+    assert [float(v) for v in mean.strip("|").split("|")[1:]] == [round(v, 4) for v in table.loc["mean"]]
 
 
 def test_a_run_without_its_checkpoint_names_the_command_that_trains_it_again(sweep, tmp_path):

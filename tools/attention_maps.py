@@ -4,6 +4,7 @@
     python tools/attention_maps.py --results results/flags --task det-flag --variant 1111 --seed 3 [--image 5]
     python tools/attention_maps.py --results R --task fcn-flag --variant 1111 --seed 0 --query 40,64 --heads
     python tools/attention_maps.py --results R --task nmt --variant 1111 --slot enc-dec --seed 0 [--sentence 2]
+    python tools/attention_maps.py --results R --run RUN_ID --mass [--images 48] [--mass-csv mass.csv]
 
 Loads the run's config (the one mmengine dumped into RESULTS/runs/<run id>/) and its last checkpoint,
 takes image --image of the task's validation set (default 0) and, for every GeneralizedAttention block
@@ -20,6 +21,13 @@ figure per attention slot (enc-self, dec-self, enc-dec) of the last layer (--eve
 layer), a row per weight ('all', each term) and a column per head after the head mean: source
 against target alignment for enc-dec. Rows are the target tokens each decoder query predicts.
 
+--mass, instead of figures: the attention mass on the deciding context (attnbench.mm.attention_mass)
+over the validation set (--images N: its first N images), validated as the run's final validation is
+(the config's val dataloader, the model's val_step), as a markdown table: a row per block, columns
+'all', each enabled term and 'chance', and a row 'mean' over every (block, object) pair, the run's
+mass_context .. mass_context_chance (AttentionMassHook's ContextMass, the same code). --mass-csv PATH
+writes the table as CSV too.
+
 Figures are written as PNG and SVG under --out (default RESULTS/maps/<run id>/). A run whose checkpoint
 is not kept (the committed stores keep none) is named with the command that trains it again: runs
 reproduce by seed.
@@ -32,12 +40,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from matplotlib.figure import Figure  # no pyplot: no backend or window, figures saved as they are drawn
 
 import attnbench.mm  # noqa: F401  registers attnbench's types (and quiets mmengine's import warnings)
 from attnbench.sweep.runs import dumped_config, find_run, last_checkpoint, retrain_command
 from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.tasks import TASKS
 
 PROG = "attention_maps.py"
 #: (encoder or decoder, self or cross) of a translation layer's attention -> its slot.
@@ -60,7 +70,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--heads", action="store_true", help="vision: each head's map too (translation always shows them)")
     p.add_argument("--every-block", action="store_true", help="a figure per block (layer), not per stage (slot)")
     p.add_argument("--out", help="output folder (default: RESULTS/maps/<run id>/)")
+    p.add_argument("--mass", action="store_true",
+                   help="instead of figures, a table of each block's attention mass on the deciding context")
+    p.add_argument("--images", type=positive, metavar="N", help="--mass: the first N validation images (default: all)")
+    p.add_argument("--mass-csv", metavar="PATH", help="--mass, and the table written as CSV")
     args = p.parse_args()
+    args.mass = args.mass or args.mass_csv is not None
     if args.run is None and None in (args.task, args.variant, args.seed):
         p.error("name the run: --run RUN_ID, or --task, --variant and --seed")
     return args
@@ -73,6 +88,13 @@ def query_point(text: str) -> tuple[float, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give the query as Y,X in image pixels, e.g. 40,64") from None
     return y, x
+
+
+def positive(text: str) -> int:
+    """``--images``: a count of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of images, at least 1")
+    return int(text)
 
 
 def load_run(args) -> tuple[dict, Path, Path]:
@@ -92,9 +114,9 @@ def load_run(args) -> tuple[dict, Path, Path]:
 
 
 def build(config: Path, checkpoint: Path):
-    """The run's model with its final weights (CPU, eval mode) and its validation set."""
+    """The run's model with its final weights (CPU, eval mode) and its config."""
     from mmengine.config import Config
-    from mmengine.registry import DATASETS, MODELS, init_default_scope
+    from mmengine.registry import MODELS, init_default_scope
     from mmengine.runner import load_checkpoint
 
     from attnbench.mm.run_setup import resumable_checkpoints
@@ -104,7 +126,7 @@ def build(config: Path, checkpoint: Path):
     model = MODELS.build(cfg.model)
     with resumable_checkpoints():
         load_checkpoint(model, str(checkpoint), map_location="cpu", logger="silent")
-    return model.eval(), DATASETS.build(cfg.val_dataloader.dataset)
+    return model.eval(), cfg
 
 
 @contextmanager
@@ -276,14 +298,55 @@ def draw_alignment(weights: dict, rows: list[str], columns: list[str], title: st
     return figure
 
 
+def mass_table(model, cfg, images: int | None) -> tuple[pd.DataFrame, int, int]:
+    """A row per generalized-attention block (``conv4_block2``, ...) and ``'mean'`` (every (block, object)
+    pair alike: what AttentionMassHook writes), a column per weight (``'all'``, each enabled term) and
+    ``'chance'``: the mass on the deciding context over the first ``images`` validation images (default:
+    all) put through ``model.val_step`` as the run's final validation does; and the images' and objects' count."""
+    from mmengine.runner import Runner
+
+    from attnbench.attention import GeneralizedAttention
+    from attnbench.mm.attention_mass import ContextMass
+
+    names = [name for name, m in model.named_modules() if isinstance(m, GeneralizedAttention)]
+    if not names:
+        sys.exit(f"{PROG}: error: the run's model has no generalized attention block: no attention mass to measure")
+    if images is not None:
+        cfg.val_dataloader.dataset.indices = images  # mmengine's BaseDataset: its first N samples
+    loader = Runner.build_dataloader(cfg.val_dataloader)
+    mass = ContextMass(loader.dataset.data_root)
+    mass.attach(model)
+    try:
+        with torch.no_grad():
+            for batch in loader:
+                model.val_step(batch)
+    finally:
+        mass.detach()
+    rows = {label: mass.means([name]) for label, name in chosen(names, stage, True, "block").items()}
+    table = pd.DataFrame.from_dict(rows | {"mean": mass.means()}, orient="index").dropna(axis=1, how="all")
+    return table.rename_axis("block"), len(loader.dataset), max(mass.counts.values(), default=0)
+
+
 def main() -> None:
     args = parse_args()
     row, config, checkpoint = load_run(args)
-    model, dataset = build(config, checkpoint)
+    if args.mass and not TASKS[row["task"]].rule:
+        sys.exit(f"{PROG}: error: --mass needs a diagnostic task (its objects' deciding context), not {row['task']}")
+    model, cfg = build(config, checkpoint)
+    title = f"{row['task']} {row['variant']} seed {int(row['seed'])} ({row['preset']})"
+    if args.mass:
+        table, images, objects = mass_table(model, cfg, args.images)
+        print(f"{title}: attention mass on the deciding context, {images} validation images, {objects} objects\n")
+        print(table.to_markdown(floatfmt=".4f"))
+        if args.mass_csv:
+            table.to_csv(args.mass_csv)
+        return
+    from mmengine.registry import DATASETS
+
+    dataset = DATASETS.build(cfg.val_dataloader.dataset)
     if not 0 <= args.index < len(dataset):
         sys.exit(f"{PROG}: error: --image {args.index} is outside the validation set (0 to {len(dataset) - 1})")
     out = Path(args.out) if args.out else Path(args.results) / "maps" / row["run_id"]
-    title = f"{row['task']} {row['variant']} seed {int(row['seed'])} ({row['preset']})"
     draw = nmt_figures if row["task"] == "nmt" else vision_figures
     for path in draw(model, dataset, args, out, title):
         print(path)

@@ -10,9 +10,11 @@ of key ``j``'s input pixels inside ``C_o`` (:mod:`attnbench.mm.feature_grids`):
     mass^t_o = (1 / M) sum_m sum_j A^t_{m,j} c_{o,j}        (in [0, 1])
     chance_o = (1 / K) sum_j c_{o,j}                          (C_o's share of the image: uniform attention's mass)
 
-:class:`AttentionMassHook` averages both over the model's blocks and the validation objects, every
-(block, object) pair alike, and writes ``mass_context`` (``'all'``), ``mass_context_E1`` ..
-``mass_context_E4`` (NaN for a term the blocks do not enable) and ``mass_context_chance``. A row that
+:class:`ContextMass` sums both per block over the objects a model sees and averages them over a set
+of blocks ``B``, every (block, object) pair alike: ``sum_{b in B} sum_o mass^t_{b,o} / sum_{b in B} O_b``.
+:class:`AttentionMassHook` takes that mean over every block and the validation objects and writes
+``mass_context`` (``'all'``), ``mass_context_E1`` .. ``mass_context_E4`` (NaN for a term the blocks do
+not enable) and ``mass_context_chance``; ``tools/attention_maps.py --mass`` prints it per block too. A row that
 learnt ``flag`` should put far more than chance on the flag.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -76,41 +79,58 @@ def object_attention(block: GeneralizedAttention, x: torch.Tensor, frames: list[
     return ObjectAttention(weights, coverage, maps.key_grid)
 
 
-@HOOKS.register_module()
-class AttentionMassHook(Hook):
-    """During the final validation (the train loop at its last iteration), the attention mass on the
-    deciding context of every generalized-attention block for every validation object, written into
-    ``summary`` (the dict the sweep's row and W&B summary are made of) under :data:`MASS_KEYS`; NaN
-    throughout for a model without such a block. Costs one ``attention_maps`` call per block and batch,
-    for the batch's few object queries. The validation set must be generated mini shapes."""
+class ContextMass:
+    """The sums of ``mass^t_o`` and ``chance_o`` per generalized-attention block of a model, over the
+    objects of the mini-shapes images (under ``data_root``) of each batch the model sees while attached;
+    :meth:`means` averages them over the blocks asked for, every (block, object) pair alike.
 
-    priority = "VERY_HIGH"  # before RunSummaryHook, which writes the W&B summary at the end of the run
+    Example::
 
-    def __init__(self, summary: dict):
-        self.summary = summary
-        self._root: str | None = None
-        self._handles: list = []
+        mass = ContextMass(dataset.data_root)
+        mass.attach(model)   # model(inputs=..., data_samples=..., mode=...) calls are measured
+        ...
+        mass.detach()
+        mass.means()         # {'all': .., 'E1': .., .., 'chance': ..}
+    """
+
+    def __init__(self, data_root: str):
+        self.data_root = data_root
+        self.sums: dict[str, dict[str, float]] = {}  # block name -> 'all', term or 'chance' -> sum over objects
+        self.counts: dict[str, int] = {}  # block name -> objects measured
         self._splits: dict[str, dict[str, list[ObjectContext]]] = {}
         self._batch: list[tuple[InputFrame, list[ObjectContext]]] = []
-        self._sums: dict[str, float] = defaultdict(float)
-        self._count = 0
+        self._handles: list = []
 
-    def before_val_epoch(self, runner) -> None:
-        self._sums, self._count = defaultdict(float), 0
-        if runner.iter < runner.max_iters:
-            return
-        model = unwrapped_model(runner)
-        self._root = runner.val_dataloader.dataset.data_root
-        blocks = [m for m in model.modules() if isinstance(m, GeneralizedAttention)]
+    def attach(self, model: torch.nn.Module) -> None:
+        """Measure every forward of ``model`` (called with ``inputs`` and ``data_samples``) at each of its blocks."""
+        blocks = {name: m for name, m in model.named_modules() if isinstance(m, GeneralizedAttention)}
         if blocks:
             self._handles = [model.register_forward_pre_hook(self._read_batch, with_kwargs=True),
-                             *(block.register_forward_pre_hook(self._measure) for block in blocks)]
+                             *(block.register_forward_pre_hook(partial(self._measure, name))
+                               for name, block in blocks.items())]
+
+    def detach(self) -> None:
+        """Stop measuring."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def means(self, blocks: list[str] | None = None) -> dict[str, float]:
+        """``'all'``, each term and ``'chance'`` -> the mean over the objects of ``blocks`` (default: every
+        block measured) that have it; NaN for a term none of them enables, or without objects."""
+        blocks = list(self.counts) if blocks is None else blocks
+        means = {}
+        for name in MASS_KEYS:
+            having = [b for b in blocks if name in self.sums.get(b, {})]
+            count = sum(self.counts[b] for b in having)
+            means[name] = sum(self.sums[b][name] for b in having) / count if count else math.nan
+        return means
 
     def _contexts(self, image_path: str) -> list[ObjectContext]:
         """The objects of the image at ``image_path`` (``.../<split>/<file name>``)."""
         path = Path(image_path)
         if path.parent.name not in self._splits:
-            self._splits[path.parent.name] = split_contexts(self._root, path.parent.name)
+            self._splits[path.parent.name] = split_contexts(self.data_root, path.parent.name)
         return self._splits[path.parent.name][path.name]
 
     def _read_batch(self, model, args, kwargs) -> None:
@@ -118,20 +138,40 @@ class AttentionMassHook(Hook):
         self._batch = [(InputFrame.of(s.metainfo, tuple(inputs.shape[-2:])), self._contexts(s.img_path))
                        for s in samples]
 
-    def _measure(self, block: GeneralizedAttention, args) -> None:
+    def _measure(self, name: str, block: GeneralizedAttention, args) -> None:
         frames, objects = zip(*self._batch)
         if not any(objects):
             return
+        sums = self.sums.setdefault(name, defaultdict(float))
         with torch.no_grad():
-            for name, mass in object_attention(block, args[0].detach(), list(frames), list(objects)).mass().items():
-                self._sums[name] += float(mass.sum())
-        self._count += sum(map(len, objects))
+            for term, mass in object_attention(block, args[0].detach(), list(frames), list(objects)).mass().items():
+                sums[term] += float(mass.sum())
+        self.counts[name] = self.counts.get(name, 0) + sum(map(len, objects))
+
+
+@HOOKS.register_module()
+class AttentionMassHook(Hook):
+    """During the final validation (the train loop at its last iteration), the attention mass on the
+    deciding context of every generalized-attention block for every validation object
+    (:class:`ContextMass`), written into ``summary`` (the dict the sweep's row and W&B summary are made
+    of) under :data:`MASS_KEYS`; NaN throughout for a model without such a block. Costs one
+    ``attention_maps`` call per block and batch, for the batch's few object queries. The validation set
+    must be generated mini shapes."""
+
+    priority = "VERY_HIGH"  # before RunSummaryHook, which writes the W&B summary at the end of the run
+
+    def __init__(self, summary: dict):
+        self.summary = summary
+        self._mass: ContextMass | None = None
+
+    def before_val_epoch(self, runner) -> None:
+        if runner.iter < runner.max_iters:
+            return
+        self._mass = ContextMass(runner.val_dataloader.dataset.data_root)
+        self._mass.attach(unwrapped_model(runner))
 
     def after_val_epoch(self, runner, metrics=None) -> None:
         if runner.iter < runner.max_iters:
             return
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        for name, key in MASS_KEYS.items():
-            self.summary[key] = self._sums[name] / self._count if self._count and name in self._sums else math.nan
+        self._mass.detach()
+        self.summary.update({MASS_KEYS[name]: mean for name, mean in self._mass.means().items()})
