@@ -45,7 +45,7 @@ RULES = [
     Rule(r"-m pytest", "skip", "the test suite itself (CI runs it)"),
     Rule(r"--launcher slurm", "dry_run", "submitting needs a Slurm cluster: the plan is checked"),
     Rule(r"--preset full.*--dry-run|--dry-run.*--preset full", "dry_run"),
-    Rule(r"sweep\.py .*(--factors all|--seeds [35])", "dry_run"),
+    Rule(r"sweep\.py .*(--factors all|--seeds [35](\s|$))", "dry_run"),
     Rule(r"sweep\.py ", "smoke"),
     Rule(r"torch\.distributed\.run", "skip", "8 GPUs and the WMT14 data"),
     Rule(r"tools/(train|test)\.py configs/translation/transformer-mini", "short_training"),
