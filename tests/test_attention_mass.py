@@ -49,6 +49,7 @@ IMAGE = {"id": 1, "height": 32, "width": 32, "key_side": "left", "marker_box": [
 
 @pytest.mark.parametrize("rule, category_id, boxes", [
     ("marker", 1, [[4, 5, 3, 3]]), ("near-far", 2, [[4, 5, 3, 3]]), ("flag", 2, [[20, 1, 6, 6]]),
+    ("flag-side", 1, [[20, 1, 6, 6]]), ("flag-side", 2, [[20, 1, 6, 6]]),
     ("nearest-flag", 1, [[1, 1, 6, 6]]), ("nearest-flag", 2, [[24, 24, 6, 6]])])
 def test_sign_and_flag_contexts_are_their_boxes(rule, category_id, boxes):
     """nearest-flag: the flag of the object's class, the nearer one."""

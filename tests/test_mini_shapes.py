@@ -159,7 +159,7 @@ def test_each_rule_decides_the_class_by_its_context(rule_data):
         signs = []  # (where, colour) of each sign, drawn where recorded
         if rule in ("marker", "near-far"):
             signs = [(marker_mask(info["marker"], *info["marker_box"][:3], size), MARKER_COLOUR, info["marker_box"])]
-        elif rule in ("flag", "nearest-flag"):
+        elif rule in ("flag", "nearest-flag", "flag-side"):
             boxes = info["flag_boxes"] if rule == "nearest-flag" else {info["flag"]: info["flag_box"]}
             for colour, box in boxes.items():
                 flag = np.zeros((size, size), dtype=bool)
@@ -182,6 +182,14 @@ def test_each_rule_decides_the_class_by_its_context(rule_data):
                 distance = {c: np.hypot(*(centre - np.add(b[:2], np.divide(b[2:], 2)))) for c, b in boxes.items()}
                 assert abs(distance["yellow"] - distance["cyan"]) >= NEAR * size
                 assert RULES[rule].classes[ann["category_id"] - 1] == f"{min(distance, key=distance.get)}-nearer"
+        elif rule == "flag-side":
+            (fx, _, fw, _), gap_px = info["flag_box"], NEAR * size
+            for ann in anns:
+                x, _, w, _ = ann["square"]
+                assert fx + fw + gap_px <= x or x + w + gap_px <= fx  # wholly left or right, NEAR apart
+                flag_on_left = fx + fw <= x
+                agrees = flag_on_left == (info["flag"] == "yellow")  # yellow says left, cyan right
+                assert RULES[rule].classes[ann["category_id"] - 1] == ("agree" if agrees else "disagree")
         elif rule == "same-different":
             identities = [(a["shape"], a["colour"], a["square"][2]) for a in anns]
             assert [a["category_id"] for a in anns] == [1 if identities.count(i) > 1 else 2 for i in identities]
@@ -212,6 +220,23 @@ def test_no_rule_lets_the_object_tell_its_class(rule_data):
         members = np.asarray(members)
         share, spread = first[members].mean(), np.sqrt(first.mean() * (1 - first.mean()) / members.sum())
         assert abs(share - first.mean()) < 4 * spread, f"{rule}: {name} objects are class 1 in {share:.2f}"
+
+
+def test_flag_side_needs_the_colour_and_the_side_together(tmp_path):
+    """Neither the flag's colour (what a context shared by every query carries) nor its side alone
+    tells an object's class: each leaves both classes about equally often."""
+    data = coco(ensure_mini_shapes(tmp_path / "shapes", num_train=150, num_val=1, rule="flag-side"), "train")
+    colour, left, agree = [], [], []
+    for ann in data.loadAnns(data.getAnnIds()):
+        info = data.loadImgs(ann["image_id"])[0]
+        colour.append(info["flag"] == "yellow")
+        left.append(info["flag_box"][0] < ann["square"][0])
+        agree.append(ann["category_id"] == 1)
+    colour, left, agree = map(np.asarray, (colour, left, agree))
+    for name, members in {"yellow": colour, "cyan": ~colour, "flag left": left, "flag right": ~left}.items():
+        spread = np.sqrt(0.25 / members.sum())
+        assert abs(agree[members].mean() - 0.5) < 4 * spread, f"{name}: agree in {agree[members].mean():.2f}"
+    assert (agree == (colour == left)).all()
 
 
 def test_rule_datasets_carry_their_class_names(tmp_path):

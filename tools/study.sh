@@ -28,6 +28,10 @@
 #           against the baseline on det-flag and fcn-flag at the fresh seeds 30-39, into results/protocol
 #   position-screen  the position rule (det-nearest-flag) under the protocol: baseline, 1111, 0001,
 #           0010, deformable at the fresh seeds 40-43, into results/protocol
+#   side-screen  the fourth position rule (det-flag-side: the flag's side, read through its colour) under the
+#           protocol: baseline, 0010, 0001, 0100, 1111, deformable at the fresh seeds 60-63, into results/protocol
+#   side-confirm  the row the side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
+#           fresh seeds 70-79, into results/protocol
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -68,8 +72,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-confirm | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-confirm, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -100,6 +104,12 @@ for p in "${parts[@]}"; do
         position-screen)  # the position rule under the protocol, seeds fixed with the predictions
             sweep --tasks det-nearest-flag --factors 1111,0001,0010 --modules deformable --seeds 40-43 \
                 --results results/protocol ;;
+        side-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks det-flag-side --factors 0010,0001,0100,1111 --modules deformable --seeds 60-63 \
+                --results results/protocol ;;
+        side-confirm)  # the row the side screen chose, against the baseline, on the seeds fixed before it
+            [ -n "$ROWS" ] || { echo "study.sh: side-confirm needs ROWS=<the row the side screen chose>" >&2; exit 2; }
+            sweep --tasks det-flag-side --modules "$ROWS" --seeds 70-79 --results results/protocol ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

@@ -8,6 +8,7 @@ the *deciding context* ``C_o`` is the set of pixels whose content fixes ``o``'s 
 ``marker``          the sign's box (``marker_box``): a plus or an x labels every object;
 ``near-far``        the plus's box (``marker_box``): its offset from the object decides;
 ``flag``            the flag's box (``flag_box``): its colour labels every object;
+``flag-side``       the flag's box (``flag_box``): its colour and its side of the object decide;
 ``nearest-flag``    the box of the flag nearer to the object (``flag_boxes``, the one of the object's
                     class: ``yellow-nearer`` names the yellow one). The farther flag takes part in the
                     comparison too, but it is the nearer one whose colour the class names, so a query that
@@ -74,6 +75,7 @@ CONTEXTS: dict[str, Callable[[dict, dict, list[dict]], np.ndarray]] = {
     "marker": _boxes(lambda image, annotation, annotations: [image["marker_box"]]),
     "near-far": _boxes(lambda image, annotation, annotations: [image["marker_box"]]),
     "flag": _boxes(lambda image, annotation, annotations: [image["flag_box"]]),
+    "flag-side": _boxes(lambda image, annotation, annotations: [image["flag_box"]]),
     "nearest-flag": _boxes(lambda image, annotation, annotations: [
         image["flag_boxes"][list(FLAG_COLOURS)[annotation["category_id"] - 1]]]),
     "same-different": _boxes(_twins_or_others),

@@ -37,6 +37,13 @@ kind of context (one term of the generalized attention, see ``docs/diagnostics.m
     is a coin toss after the places are drawn, so each object is each class with probability 1/2
     whatever its look, size and place. Both flags are in every image, so a context shared by every
     query (E3, global pooling) cannot tell; the query's position relative to the keys must (E4, or E2).
+``flag-side``: one flag, anywhere, and 1 to 4 objects, each wholly to the left or to the right of it
+    with at least 1/8 of the side (16 px at 128) between the flag's box and the object's square. A
+    yellow flag says "left", a cyan one "right": an object ``agrees`` when the flag lies on the side
+    its colour says, else ``disagrees``. The colour is a coin toss after the places are drawn, so each
+    object is each class with probability 1/2 whatever its look, size and place, and objects on the two
+    sides of one flag take opposite classes: neither the flag's colour (E3, global pooling) nor the
+    side alone tells; the flag's colour weighed by its direction from the query does (E4, or E2).
 
 Objects stay ``2 * image_size // 32`` px clear of every border and clear of the marker. They may
 overlap (later ones on top) as long as every object keeps at least :data:`MIN_VISIBLE` of its
@@ -89,11 +96,13 @@ MARKER_SIZE = 3 / 32
 #: ``near-far``: an object is near when the plus's box comes within NEAR of the image side of the
 #: object's square, far when it stays beyond FAR.
 NEAR, FAR = 1 / 8, 1 / 4
-#: The flags of the ``flag`` and ``nearest-flag`` rules (RGB; colours no object takes) and their side
-#: (fraction of the image's). ``nearest-flag`` keeps the flags FAR apart and an object only where
-#: its distances to the two differ by NEAR or more.
+#: The flags of the ``flag``, ``nearest-flag`` and ``flag-side`` rules (RGB; colours no object takes) and
+#: their side (fraction of the image's). ``nearest-flag`` keeps the flags FAR apart and an object only
+#: where its distances to the two differ by NEAR or more; ``flag-side`` keeps every object NEAR or more
+#: to the left or to the right of its flag, the side each colour names in FLAG_SIDES.
 FLAG_COLOURS = {"yellow": (230, 200, 30), "cyan": (30, 200, 220)}
 FLAG_SIZE = 3 / 16
+FLAG_SIDES = {"yellow": "left", "cyan": "right"}
 SPLITS = ("train", "val")
 
 NUM_TRAIN = 400
@@ -426,6 +435,40 @@ def _nearest_flag_scene(rng: np.random.Generator, image_size: int) -> Scene:
     return canvas.scene(category_ids, {"flag_boxes": boxes})
 
 
+def flag_side(flag_box, square, gap: float) -> str | None:
+    """``'left'`` or ``'right'``: where the flag's box [x, y, w, h] lies from an object's square, with at
+    least ``gap`` px between them along x; None when it lies neither way."""
+    flag_left, _, flag_width, _ = flag_box
+    left, _, width, _ = square
+    if flag_left + flag_width + gap <= left:
+        return "left"
+    if left + width + gap <= flag_left:
+        return "right"
+    return None
+
+
+def _flag_side_scene(rng: np.random.Generator, image_size: int) -> Scene:
+    """One flag; each object NEAR or more wholly to its left or right, ``agree`` when the flag lies on
+    the side its colour names (FLAG_SIDES), else ``disagree``. The colour is independent of the places,
+    so P(agree | an object's look, size and place) = 1/2."""
+    colour = list(FLAG_COLOURS)[int(rng.integers(len(FLAG_COLOURS)))]
+    canvas = _Canvas(rng, image_size)
+    box = canvas.add_flag(colour, *canvas.random_corner(flag_size(image_size)))
+
+    def side(square) -> str | None:
+        return flag_side(box, square, NEAR * image_size)
+
+    category_ids, wanted, tries = [], int(rng.integers(1, MAX_OBJECTS + 1)), 0
+    while tries < wanted or not category_ids:  # every image holds an object
+        tries += 1
+        shape, look = _random_look(rng)
+        found = canvas.find(shape, accept=lambda square: side(square) is not None)
+        if found is not None:
+            canvas.paint(shape, look, found)
+            category_ids.append(1 if side(found[1]) == FLAG_SIDES[colour] else 2)
+    return canvas.scene(category_ids, {"flag": colour, "flag_box": box})
+
+
 @dataclass(frozen=True)
 class Rule:
     """How a rule names its two classes and draws a scene that decides them."""
@@ -442,6 +485,7 @@ RULES = {
     "near-far": Rule(("near", "far"), _near_far_scene),
     "flag": Rule(("yellow-flag", "cyan-flag"), _flag_scene),
     "nearest-flag": Rule(("yellow-nearer", "cyan-nearer"), _nearest_flag_scene),
+    "flag-side": Rule(("agree", "disagree"), _flag_side_scene),
 }
 DEFAULT_RULE = "key-stripe"
 #: The default rule's class names.
