@@ -8,6 +8,7 @@
     python tools/compare.py --results results/figure4 --slot enc-self --reference dynamic:kernel=7   # against a row
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
     python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
+    python tools/compare.py --results results/study --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnbench.sweep import plan
+from attnbench.sweep.claims import claims_table
 from attnbench.sweep.report import comparison_table, factor_effects, p_text, pairing_notes, power_table, summarize
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.variants import Variant
@@ -83,6 +85,24 @@ def per_seed_table(results: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns="slot") if not (table["slot"] != "").any() else table
 
 
+def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
+    """``--claims``: the contrasts with mean ± std, p-values as the comparison table prints them, and the verdict."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    shown = pd.DataFrame({
+        "task": table["task"], "preset": table["preset"], "claim": table["claim"], "contrast": table["contrast"],
+        "seeds": table["seeds"], "mean ± std": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
+        "test": table["test"], "learnt": table["learnt"], "p": table["p"].map(p_text),
+        "p_wilcoxon": table["p_wilcoxon"].map(p_text), "p_holm": table["p_holm"].map(p_text),
+        "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})" for v, d in zip(table["verdict"], table["detectable"])],
+        "GMACs attention": table["gmacs_attention"]})
+    if not (shown["learnt"] != "").any():
+        shown = shown.drop(columns="learnt")
+    text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
+    return text + (f"\n\nFamily: the {table['p'].notna().sum()} contrasts above (Holm); verdict at alpha {alpha}; "
+                   "'detects': the smallest contrast the paired seeds detect at alpha / family size with 80 % power")
+
+
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
     """TEXT, then the notes after a blank line (on stderr for csv, so that stdout stays one table)."""
     print(text)
@@ -124,7 +144,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--per-seed", action="store_true",
                    help="each run's value instead, a row per task and seed and a column per variant (with --value "
                    "context: whether a rule was learnt at each seed)")
-    p.add_argument("--alpha", type=float, default=0.05, help="with --power: significance level, two-sided (0.05)")
+    p.add_argument("--claims", action="store_true",
+                   help="the study's image claims C1-C5 instead (attnbench.sweep.claims): each as a contrast of rows "
+                   "paired by seed, predicted positive, tested (paired t, or the sign test of learnt rules on the "
+                   "diagnostic tasks), Holm-adjusted over every contrast shown, with a verdict")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="with --power or --claims: significance level, two-sided (0.05)")
     p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")
     p.add_argument("--value", default="metric", choices=["metric", "context"],
                    help="what every statistic is computed on: each task's metric (the default), or the context "
@@ -139,8 +164,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
-    if sum((args.effects, args.power, args.per_seed)) > 1:
-        p.error("--effects, --power and --per-seed are different outputs: choose one")
+    if sum((args.effects, args.power, args.per_seed, args.claims)) > 1:
+        p.error("--effects, --power, --per-seed and --claims are different outputs: choose one")
     if args.effect is not None and not args.power:
         p.error("--effect needs --power")
     if not 0 < args.alpha < args.power_target < 1:
@@ -174,6 +199,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(frame_text(factor_effects(results), args.format))
     elif args.per_seed:
         print(frame_text(per_seed_table(results), args.format))
+    elif args.claims:
+        table = claims_table(results, alpha=args.alpha)
+        if table.empty:
+            p.error(f"no claim's rows all have runs in {args.results} (rows: {sorted(results['variant'].unique())})")
+        print(claims_text(table, args.format, args.alpha))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)

@@ -1,0 +1,138 @@
+"""The study's five claims about images (Zhu et al. 2019), each as paired contrasts of rows, tested and decided.
+
+A claim is tested by one or more *contrasts* ``c_s = sum_r w_r value_{r,s}`` over a task's rows ``r`` at
+seed ``s`` (coefficients summing to zero, so a contrast compares gains, not levels), each predicted
+positive: "``w/o -> 0011`` gains far more than ``0011 -> 1111``" is ``(0011 - baseline) - (1111 - 0011)
+= 2 * 0011 - baseline - 1111 > 0``. Rows pair by seed as everywhere in the report (each row against the
+contrast's last row, :func:`~attnbench.sweep.report.paired_differences`), so ``c_s`` is taken over the
+seeds at which every row has a run under one protocol.
+
+The test matches the outcomes: on a task that records a context accuracy (the diagnostic suite, whose
+runs learn a rule or not) the contrast of the learnt indicators is tested by the exact sign test on the
+seeds where it is not zero (for two rows, McNemar's exact test); elsewhere the paired t-test of ``c_s``
+(the Wilcoxon signed-rank p beside it). The *family* is every contrast of the table: Holm's adjustment
+runs over all of them, claims and tasks together. Verdict: ``reproduced`` when the Holm-adjusted p is
+below alpha and the contrast positive, ``refuted`` when below alpha and negative, else ``undecided``,
+with the smallest contrast the seeds detect at alpha over the family's size and 80 % power (paired t).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from attnbench.sweep.report import paired_differences, successful_runs
+from attnbench.sweep.stats import (LEARNT_THRESHOLD, holm, mcnemar_exact_p, min_detectable_effect, paired_statistics,
+                                   wilcoxon_p)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One test of a claim: ``sum_r w_r value_r`` over ``weights`` ((row, w) pairs, w summing to 0) is
+    predicted positive; ``says`` is what a positive value means."""
+
+    claim: str
+    says: str
+    weights: tuple[tuple[str, int], ...]
+
+    def __post_init__(self):
+        if sum(w for _, w in self.weights) != 0 or len(self.weights) < 2:
+            raise ValueError(f"{self.claim}: a contrast needs two rows or more and weights summing to 0")
+
+    @property
+    def rows(self) -> list[str]:
+        return [row for row, _ in self.weights]
+
+    @property
+    def formula(self) -> str:
+        """``2 0011 - baseline - 1111``."""
+        terms = [f"{'-' if w < 0 else '+'} {abs(w) if abs(w) != 1 else ''}{' ' if abs(w) != 1 else ''}{row}"
+                 for row, w in self.weights]
+        return " ".join(terms).removeprefix("+ ")
+
+
+#: The contrasts of the study's claims C1 to C5 (issue 29's wording, docs/study.md), each predicted positive.
+CLAIMS = (
+    Contrast("C1", "w/o -> 0011 gains more than 0011 -> 1111",
+             (("0011", 2), ("baseline", -1), ("1111", -1))),
+    Contrast("C1", "0011's gain over w/o exceeds what E1 adds to 0111",
+             (("0011", 1), ("baseline", -1), ("0111", 1), ("1111", -1))),
+    Contrast("C2", "0110's gain over w/o exceeds what E1 and E4 add to it",
+             (("0110", 2), ("baseline", -1), ("1111", -1))),
+    Contrast("C2", "E3 alone improves on w/o", (("0010", 1), ("baseline", -1))),
+    Contrast("C3", "deformable convolution beats E2 alone", (("deformable", 1), ("0100", -1))),
+    Contrast("C4", "E3 adds more to deformable than E1, E2 and E4 add to 0010+deformable",
+             (("0010+deformable", 2), ("deformable", -1), ("1111+deformable", -1))),
+    Contrast("C5", "E2 beats dynamic convolution", (("0100", 1), ("dynamic", -1))),
+    Contrast("C5", "E2 in a 7x7 window beats dynamic convolution with 7x7 kernels",
+             (("0100:range=3", 1), ("dynamic:kernel=7", -1))),
+)
+
+
+def contrast_values(by_row: dict, key: tuple, contrast: Contrast, column: str = "value") -> pd.Series | None:
+    """``c_s`` per seed (the index) of one task, preset and slot (``key``), from ``column`` of the runs; None
+    when a row has no run there. Each row is paired with the last one by seed and protocol."""
+    frames = [by_row.get((*key, row)) for row in contrast.rows]
+    if any(frame is None for frame in frames):
+        return None
+    *others, last = [frame.assign(value=frame[column].astype(float)) for frame in frames]
+    total = None
+    for (_, weight), frame in zip(contrast.weights, others):
+        term = weight * paired_differences(frame, last)
+        total = term if total is None else total.add(term).dropna()  # seeds where every row pairs
+    return total
+
+
+def _sign_test_p(values: pd.Series) -> float:
+    """The exact two-sided sign test of the nonzero values (McNemar's exact test for a two-row contrast)."""
+    return mcnemar_exact_p(int((values > 0).sum()), int((values < 0).sum()))
+
+
+def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """Every contrast of ``contrasts`` on every task, preset and slot of ``results`` that has all its rows.
+
+    Columns: ``task``, ``preset``, ``claim``, ``contrast`` (the formula), ``says``, ``seeds`` (paired),
+    ``mean``, ``std`` (of ``c_s``), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
+    k/n on diagnostic tasks), ``p``, ``p_wilcoxon`` (metric tasks), ``p_holm`` (over the whole table),
+    ``verdict``, ``detectable`` (for an undecided paired t: the smallest contrast its seeds detect at
+    alpha / family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
+    """
+    runs = successful_runs(results)
+    runs["learnt"] = (runs["value_context"] >= LEARNT_THRESHOLD).astype(float)
+    by_row = {key: frame for key, frame in runs.groupby(["task", "preset", "slot", "variant"])}
+    keys = sorted({key[:3] for key in by_row})
+    rows = []
+    for key in keys:
+        for contrast in contrasts:
+            values = contrast_values(by_row, key, contrast)
+            if values is None or values.empty:
+                continue
+            frames = [by_row[(*key, row)] for row in contrast.rows]
+            diagnostic = all(frame["value_context"].notna().any() for frame in frames)
+            stats = paired_statistics(values)
+            row = dict(task=key[0], preset=key[1], slot=key[2], claim=contrast.claim, contrast=contrast.formula,
+                       says=contrast.says, seeds=len(values), mean=stats["paired_delta"], std=stats["paired_std"],
+                       gmacs_attention=", ".join(f"{r} {frame['macs_modules'].mean() / 1e9:.4g}"
+                                                 for r, frame in zip(contrast.rows, frames)))
+            if diagnostic:
+                learnt = contrast_values(by_row, key, contrast, "learnt")
+                row |= dict(test="sign (learnt)", p=_sign_test_p(learnt), p_wilcoxon=math.nan,
+                            learnt=", ".join(f"{r} {int(f['learnt'].sum())}/{len(f)}"
+                                             for r, f in zip(contrast.rows, frames)))
+            else:
+                row |= dict(test="paired t", p=stats["paired_p"], p_wilcoxon=wilcoxon_p(values), learnt="")
+            rows.append(row)
+    table = pd.DataFrame(rows, columns=["task", "preset", "slot", "claim", "contrast", "says", "seeds", "mean", "std",
+                                        "test", "learnt", "p", "p_wilcoxon", "gmacs_attention"])
+    table["p_holm"] = holm(table["p"].to_numpy()) if len(table) else []
+    family = int(table["p"].notna().sum())
+    decided = table["p_holm"] < alpha
+    table["verdict"] = "undecided"
+    table.loc[decided & (table["mean"] > 0), "verdict"] = "reproduced"
+    table.loc[decided & (table["mean"] < 0), "verdict"] = "refuted"
+    table["detectable"] = [
+        min_detectable_effect(std, n, alpha / max(family, 1), power)
+        if verdict == "undecided" and test == "paired t" else math.nan
+        for std, n, verdict, test in zip(table["std"], table["seeds"], table["verdict"], table["test"])]
+    return table

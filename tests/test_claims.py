@@ -1,0 +1,97 @@
+"""The study's claims as paired contrasts: values, tests against scipy, Holm over the family, verdicts."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from attnbench.sweep.claims import CLAIMS, Contrast, claims_table
+from attnbench.sweep.stats import min_detectable_effect
+from test_paired_stats import compare, rows_of, run, store_frame
+
+SEEDS = 6
+RNG = np.random.default_rng(0)
+BASE = 0.30 + 0.02 * RNG.standard_normal(SEEDS)  # the seed moves every row alike: pairing removes it
+
+
+def row_values(gain: float, noise: float = 0.002, seed: int = 0) -> list[float]:
+    return list(BASE + gain + noise * np.random.default_rng(seed).standard_normal(SEEDS))
+
+
+def c1_store(gain_0011=0.05, gain_1111=0.06, **fields):
+    return store_frame(rows_of("baseline", BASE, **fields) + rows_of("0011", row_values(gain_0011, seed=1), **fields)
+                       + rows_of("1111", row_values(gain_1111, seed=2), **fields))
+
+
+def test_contrast_is_the_weighted_sum_per_seed_and_its_t_is_scipys():
+    store = c1_store()
+    table = claims_table(store, contrasts=CLAIMS[:1])
+    (row,) = table.to_dict("records")
+    values = store.pivot(index="seed", columns="variant", values="value")
+    expected = 2 * values["0011"] - values["baseline"] - values["1111"]
+    assert row["contrast"] == "2 0011 - baseline - 1111" and row["seeds"] == SEEDS and row["test"] == "paired t"
+    assert row["mean"] == pytest.approx(expected.mean()) and row["std"] == pytest.approx(expected.std())
+    assert row["p"] == pytest.approx(stats.ttest_1samp(expected, 0).pvalue)
+    assert row["p_wilcoxon"] == pytest.approx(stats.wilcoxon(expected).pvalue)
+    assert row["verdict"] == "reproduced" and row["p_holm"] == row["p"]  # a family of one
+
+
+def test_a_contrast_decided_negative_is_refuted_and_an_unclear_one_undecided_with_what_it_detects():
+    refuted = claims_table(c1_store(gain_0011=0.01, gain_1111=0.08), contrasts=CLAIMS[:1]).iloc[0]
+    assert refuted["mean"] < 0 and refuted["verdict"] == "refuted"
+    noisy = store_frame(rows_of("baseline", BASE) + rows_of("0010", row_values(0.0, noise=0.02, seed=3)))
+    undecided = claims_table(noisy).iloc[0]
+    assert undecided["claim"] == "C2" and undecided["verdict"] == "undecided"
+    assert undecided["detectable"] == pytest.approx(min_detectable_effect(undecided["std"], SEEDS, 0.05))
+
+
+def test_holm_runs_over_every_contrast_of_every_task():
+    rows = []
+    for task, gain in (("det", 0.01), ("seg", 0.002)):
+        rows += rows_of("baseline", BASE, task=task) + rows_of("0010", row_values(gain, noise=0.01, seed=4), task=task)
+        rows += rows_of("deformable", row_values(gain, noise=0.01, seed=5), task=task)
+        rows += rows_of("0100", row_values(0.0, noise=0.01, seed=6), task=task)
+    table = claims_table(store_frame(rows))
+    assert sorted(zip(table["task"], table["claim"])) == [("det", "C2"), ("det", "C3"), ("seg", "C2"), ("seg", "C3")]
+    p = table["p"].to_numpy()
+    order = np.argsort(p)
+    expected = np.minimum(1, np.maximum.accumulate((4 - np.arange(4)) * p[order]))
+    np.testing.assert_allclose(table["p_holm"].to_numpy()[order], expected)
+
+
+def test_runs_pair_only_at_seeds_every_row_has_under_one_protocol():
+    rows = rows_of("baseline", BASE) + rows_of("0010", row_values(0.01, seed=7))
+    rows[1] = run("baseline", 1, BASE[1], threads=1)  # seed 1's baseline ran under another protocol
+    (row,) = claims_table(store_frame(rows)).to_dict("records")
+    assert row["seeds"] == SEEDS - 1
+
+
+def test_diagnostic_contrasts_use_the_exact_sign_test_of_the_learnt_rule():
+    """Two rows: McNemar's exact test on the discordant seeds."""
+    base = [0.55, 0.6, 0.5, 0.58, 0.95, 0.52, 0.6, 0.5]
+    deformable = [0.99, 1.0, 0.98, 0.6, 0.5, 0.99, 1.0, 0.97]  # learnt at 6, the baseline at 1: 6 against 1 discordant
+    rows = [run(v, s, x, task="det-flag-side", value_context=x)
+            for v, values in (("0100", base), ("deformable", deformable)) for s, x in enumerate(values)]
+    (row,) = claims_table(store_frame(rows)).to_dict("records")
+    assert row["test"] == "sign (learnt)" and row["learnt"] == "deformable 6/8, 0100 1/8"
+    assert row["p"] == pytest.approx(stats.binomtest(6, 7, 0.5).pvalue)
+    assert np.isnan(row["detectable"])
+
+
+def test_contrast_weights_must_compare_gains():
+    with pytest.raises(ValueError, match="summing to 0"):
+        Contrast("C9", "not a contrast", (("0010", 1), ("baseline", 1)))
+    assert all(sum(w for _, w in c.weights) == 0 for c in CLAIMS)
+
+
+def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
+    from attnbench.sweep.store import ResultsStore
+
+    store = ResultsStore(tmp_path)
+    for row in c1_store().to_dict("records"):
+        store.record(row)
+    compare.main(["--results", str(tmp_path), "--claims", "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "| C1 " in out and "2 0011 - baseline - 1111" in out and "reproduced" in out
+    assert "Family: the 1 contrasts above (Holm)" in out
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path), "--claims", "--power"])
