@@ -9,7 +9,9 @@ mmcv module's state_dict), same input, forward + backward in fp32 or under fp16/
 (``--amp``); ``--implementation`` picks attnbench's path (``auto``: fused on CUDA, chunked
 elsewhere). "added MB" is the growth of the process's peak resident memory (on CUDA: of the peak
 allocated device memory) during the first forward + backward; time is the median of the
-following repeats. mmcv cannot run E2 without E4 (0100, 0110, 1100, 1110) on non-square maps;
+following repeats. With ``--processes K`` each pair runs in K fresh processes and both columns are
+the medians over them: a process's resident memory moves by a few MB from run to run, which at
+``0010``'s size (one context vector per head) is as much as the difference measured. mmcv cannot run E2 without E4 (0100, 0110, 1100, 1110) on non-square maps;
 those rows are compared with mmcv's 1111.
 """
 from __future__ import annotations
@@ -78,12 +80,19 @@ def worker(impl: str, factors: str, args) -> dict:
     return {"seconds": statistics.median(times), "added_mb": added_mb}
 
 
-def run(impl: str, factors: str, argv: list[str]) -> dict:
+def run(impl: str, factors: str, argv: list[str], processes: int = 1) -> dict:
+    """One (implementation, factors) pair in ``processes`` fresh processes: the medians of their results."""
     cmd = [sys.executable, __file__, "--worker", impl, "--factors", factors, *argv]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        return {"error": proc.stderr.strip().splitlines()[-1][:80]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    results = []
+    for _ in range(processes):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            return {"error": proc.stderr.strip().splitlines()[-1][:80]}
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        if "error" in result:
+            return result
+        results.append(result)
+    return {key: statistics.median(r[key] for r in results) for key in ("seconds", "added_mb")}
 
 
 def main() -> None:
@@ -95,6 +104,8 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--kv-stride", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--processes", type=int, default=1,
+                   help="fresh processes per pair; the table gives the medians over them (default 1)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu")
     p.add_argument("--amp", choices=["fp32", "fp16", "bf16"], default="fp32",
@@ -103,6 +114,8 @@ def main() -> None:
                    help="attnbench's implementation (auto: fused on CUDA, chunked elsewhere)")
     p.add_argument("--worker", choices=["mmcv", "attnbench"], help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.processes < 1 or args.repeats < 1:
+        p.error("--processes and --repeats must be at least 1")
     if args.worker:
         print(json.dumps(worker(args.worker, args.factors, args)))
         return
@@ -119,15 +132,15 @@ def main() -> None:
         where = f"{platform.processor() or platform.machine()}, {args.threads} threads"
     print(f"N={args.batch} C={args.channels} {args.size[0]}x{args.size[1]} heads={args.heads} "
           f"kv_stride={args.kv_stride}, {args.amp} forward+backward, attnbench {args.implementation}, "
-          f"{args.device} ({where})\n")
+          f"{args.device} ({where}), medians over {args.processes} process(es) of {args.repeats} repeats\n")
     header = ("| factors | mmcv s | mmcv added MB | attnbench s | attnbench added MB "
               "| speed-up | memory ratio |")
     print(header)
     print("|" + "---|" * 7)
     mmcv_1111 = None
     for f in sorted(factors, key=lambda s: s != "1111"):
-        ref = run("mmcv", f, argv)
-        ours = run("attnbench", f, argv)
+        ref = run("mmcv", f, argv, args.processes)
+        ours = run("attnbench", f, argv, args.processes)
         if f == "1111":
             mmcv_1111 = ref
         base, note = ref, ""
