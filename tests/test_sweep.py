@@ -6,6 +6,7 @@ import sys
 from multiprocessing import Pool
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -199,11 +200,36 @@ def test_plot_puts_survey_rows_in_a_panel_of_their_own_with_the_baseline(tmp_pat
     assert [row_kind(v) for v in variants["det"]] == ["baseline", "factors", "study", "combination", "survey", "survey"]
     paths = plot_tradeoffs(pd.DataFrame(rows), tmp_path / "plot")
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
+    paths = plot_tradeoffs(pd.DataFrame(rows), tmp_path / "plot_attention", cost="attention")
+    assert [p.name for p in paths] == ["plot_attention.png", "plot_attention.svg"]
+
+
+def test_plot_draws_each_seed_as_a_dot(monkeypatch):
+    """Beside each row's mean ± std, one dot per run at the row's cost: all-or-nothing outcomes show as clusters."""
+    import matplotlib.collections
+
+    from attnbench.sweep import report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+
+    values = {"baseline": [0.5, 0.55, 0.52], "1111": [1.0, 0.56, 0.99]}
+    rows = [dict(task="det-flag", preset="mini", slot=None, variant=v, seed=s, metric="m", value=x, status="ok",
+                 macs_model=2e9 if v == "1111" else 1e9, macs_modules=1e9 if v == "1111" else 0.0, params_model=1.0)
+            for v, xs in values.items() for s, x in enumerate(xs)]
+    plot_tradeoffs(pd.DataFrame(rows), "plot", cost="attention")
+    (ax,) = figures[0].axes
+    dots = [c.get_offsets() for c in ax.collections if isinstance(c, matplotlib.collections.PathCollection)]
+    points = sorted(map(tuple, np.concatenate(dots).tolist()))
+    assert points == sorted([(0.0, x) for x in values["baseline"]] + [(1.0, x) for x in values["1111"]])
+    assert ax.get_xlabel().startswith("attention GMACs")
 
 
 def test_pareto_front():
     points = pd.DataFrame({"variant": list("abcd"), "macs_model": [1, 2, 3, 4], "mean": [0.5, 0.4, 0.7, 0.6]})
     assert list(pareto_front(points)["variant"]) == ["a", "c"]
+    points["macs_modules"] = [4, 3, 2, 1]
+    assert list(pareto_front(points, "macs_modules")["variant"]) == ["d", "c"]
 
 
 def test_summary_welch_t_against_the_baseline():

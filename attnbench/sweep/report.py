@@ -403,15 +403,20 @@ def power_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
     return pd.DataFrame(rows, columns=columns + ["effect", "seeds_needed"] * (effect is not None))
 
 
-def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
-    """Variants no other variant beats with fewer (or equal) MACs and a higher mean."""
-    ordered = points.sort_values(["macs_model", "mean"], ascending=[True, False])
+def pareto_front(points: pd.DataFrame, cost: str = "macs_model") -> pd.DataFrame:
+    """Variants no other variant beats with fewer (or equal) ``cost`` and a higher mean."""
+    ordered = points.sort_values([cost, "mean"], ascending=[True, False])
     best, keep = float("-inf"), []
     for idx, row in ordered.iterrows():
         if row["mean"] > best:
             keep.append(idx)
             best = row["mean"]
     return ordered.loc[keep]
+
+
+#: What a trade-off plot's x axis can be: the store's MAC column and the axis label.
+COSTS = {"model": ("macs_model", "model GMACs (multiply-adds) at the task's input size"),
+         "attention": ("macs_modules", "attention GMACs (the added modules' multiply-adds) at the task's input size")}
 
 
 #: Plot style of each kind of row: (legend label, marker, colour).
@@ -454,41 +459,49 @@ def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return panels
 
 
-def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True) -> list[Path]:
-    """Metric vs model GMACs, one panel per task (and NMT slot; survey rows apart), three to a row,
-    one marker per kind of row, every point named (labels moved apart by adjustText); PNG and SVG."""
+def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
+                   cost: str = "model") -> list[Path]:
+    """Metric vs GMACs (``cost``: the model's or the attention's, :data:`COSTS`), one panel per task (and
+    NMT slot; survey rows apart), three to a row: per row its mean ± std over seeds and each seed's run
+    as a small dot (rules learnt or not show as two clusters), one marker per kind of row, the Pareto
+    frontier, every point named (labels moved apart by adjustText); PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from adjustText import adjust_text
 
+    column, xlabel = COSTS[cost]
     panels = plot_panels(summarize(results))
     if not panels:
         raise ValueError("no successful runs to plot")
+    runs = successful_runs(results)
     columns = min(len(panels), 3)
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 5.5 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (title, points) in zip(axes.flat, panels):
-        x = points["macs_model"] / 1e9
-        front = pareto_front(points)
-        ax.plot(front["macs_model"] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
+        x = points[column] / 1e9
+        front = pareto_front(points, column)
+        ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
+        seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value"]], on=_GROUP)
         for kind, (label, marker, color) in ROW_KINDS.items():
             mine = points["kind"] == kind
             if mine.any():
                 ax.errorbar(x[mine], points["mean"][mine], yerr=points["std"][mine], fmt=marker, color=color,
                             ecolor=matplotlib.colors.to_rgba(color, 0.35), ms=12 if kind == "baseline" else 6,
                             capsize=2, elinewidth=1, label=label, zorder=3 if kind == "baseline" else 2)
+                dots = seeds[seeds["kind"] == kind]
+                ax.scatter(dots[column] / 1e9, dots["value"], s=6, color=color, alpha=0.4, linewidths=0, zorder=2)
         task, preset = points["task"].iloc[0], points["preset"].iloc[0]
-        if published and task == "det" and preset == "full":
+        if published and cost == "model" and task == "det" and preset == "full":
             ref = points[[("det", v) in PUBLISHED for v in points["variant"]]]
             ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
                        marker="x", color="black", label="published (mmdet model zoo), not measured")
         labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
-        ax.set_xlabel("model GMACs (multiply-adds) at the task's input size")
-        ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds)")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds, dots: seeds)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
