@@ -91,15 +91,15 @@ def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
         return table.to_csv(index=False)
     shown = pd.DataFrame({
         "task": table["task"], "preset": table["preset"], "claim": table["claim"], "contrast": table["contrast"],
-        "seeds": table["seeds"], "mean ± std": [f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
-        "test": table["test"], "learnt": table["learnt"], "p": table["p"].map(p_text),
+        "seeds": table["seeds"], "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
+        "test": table["test"].fillna(""), "learnt": table["learnt"], "p": table["p"].map(p_text),
         "p_wilcoxon": table["p_wilcoxon"].map(p_text), "p_holm": table["p_holm"].map(p_text),
         "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})" for v, d in zip(table["verdict"], table["detectable"])],
         "GMACs attention": table["gmacs_attention"]})
     if not (shown["learnt"] != "").any():
         shown = shown.drop(columns="learnt")
     text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
-    return text + (f"\n\nFamily: the {table['p'].notna().sum()} contrasts above (Holm); verdict at alpha {alpha}; "
+    return text + (f"\n\nFamily: the {table['p'].notna().sum()} tested contrasts above (Holm); verdict at alpha {alpha}; "
                    "'detects': the smallest contrast the paired seeds detect at alpha / family size with 80 % power")
 
 
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.claims:
         table = claims_table(results, alpha=args.alpha)
         if table.empty:
-            p.error(f"no claim's rows all have runs in {args.results} (rows: {sorted(results['variant'].unique())})")
+            p.error(f"no vision task in {args.results}: the claims are about images (det, seg and the diagnostic tasks)")
         print(claims_text(table, args.format, args.alpha))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)

@@ -14,6 +14,7 @@ seeds where it is not zero (for two rows, McNemar's exact test); elsewhere the p
 runs over all of them, claims and tasks together. Verdict: ``reproduced`` when the Holm-adjusted p is
 below alpha and the contrast positive, ``refuted`` when below alpha and negative, else ``undecided``,
 with the smallest contrast the seeds detect at alpha over the family's size and 80 % power (paired t).
+A contrast whose rows have not all run on a task is listed with the rows it misses, outside the family.
 """
 from __future__ import annotations
 
@@ -70,13 +71,10 @@ CLAIMS = (
 )
 
 
-def contrast_values(by_row: dict, key: tuple, contrast: Contrast, column: str = "value") -> pd.Series | None:
-    """``c_s`` per seed (the index) of one task, preset and slot (``key``), from ``column`` of the runs; None
-    when a row has no run there. Each row is paired with the last one by seed and protocol."""
-    frames = [by_row.get((*key, row)) for row in contrast.rows]
-    if any(frame is None for frame in frames):
-        return None
-    *others, last = [frame.assign(value=frame[column].astype(float)) for frame in frames]
+def contrast_values(by_row: dict, key: tuple, contrast: Contrast, column: str = "value") -> pd.Series:
+    """``c_s`` per seed (the index) of one task, preset and slot (``key``), from ``column`` of the runs of
+    every row of the contrast (all present in ``by_row``), each paired with the last row by seed and protocol."""
+    *others, last = [by_row[(*key, row)].assign(value=lambda f: f[column].astype(float)) for row in contrast.rows]
     total = None
     for (_, weight), frame in zip(contrast.weights, others):
         term = weight * paired_differences(frame, last)
@@ -90,7 +88,8 @@ def _sign_test_p(values: pd.Series) -> float:
 
 
 def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """Every contrast of ``contrasts`` on every task, preset and slot of ``results`` that has all its rows.
+    """Every contrast of ``contrasts`` on every vision task and preset of ``results`` (verdict ``not run: ...``,
+    untested and outside the family, where rows are missing).
 
     Columns: ``task``, ``preset``, ``claim``, ``contrast`` (the formula), ``says``, ``seeds`` (paired),
     ``mean``, ``std`` (of ``c_s``), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
@@ -98,39 +97,45 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     ``verdict``, ``detectable`` (for an undecided paired t: the smallest contrast its seeds detect at
     alpha / family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
     """
+    from attnbench.sweep.tasks import TASKS, VisionTask
+
     runs = successful_runs(results)
+    runs = runs[[isinstance(TASKS.get(task), VisionTask) for task in runs["task"]]]  # claims about images
     runs["learnt"] = (runs["value_context"] >= LEARNT_THRESHOLD).astype(float)
     by_row = {key: frame for key, frame in runs.groupby(["task", "preset", "slot", "variant"])}
-    keys = sorted({key[:3] for key in by_row})
     rows = []
-    for key in keys:
+    for key in sorted({key[:3] for key in by_row}):
         for contrast in contrasts:
-            values = contrast_values(by_row, key, contrast)
-            if values is None or values.empty:
-                continue
-            frames = [by_row[(*key, row)] for row in contrast.rows]
-            diagnostic = all(frame["value_context"].notna().any() for frame in frames)
-            stats = paired_statistics(values)
             row = dict(task=key[0], preset=key[1], slot=key[2], claim=contrast.claim, contrast=contrast.formula,
-                       says=contrast.says, seeds=len(values), mean=stats["paired_delta"], std=stats["paired_std"],
-                       gmacs_attention=", ".join(f"{r} {frame['macs_modules'].mean() / 1e9:.4g}"
-                                                 for r, frame in zip(contrast.rows, frames)))
-            if diagnostic:
-                learnt = contrast_values(by_row, key, contrast, "learnt")
-                row |= dict(test="sign (learnt)", p=_sign_test_p(learnt), p_wilcoxon=math.nan,
+                       says=contrast.says, seeds=0, p=math.nan, learnt="", gmacs_attention="")
+            missing = [r for r in contrast.rows if (*key, r) not in by_row]
+            if missing:
+                rows.append(row | dict(verdict=f"not run: {', '.join(missing)}"))
+                continue
+            frames = [by_row[(*key, r)] for r in contrast.rows]
+            values = contrast_values(by_row, key, contrast)
+            stats = paired_statistics(values)
+            row |= dict(seeds=len(values), mean=stats["paired_delta"], std=stats["paired_std"],
+                        gmacs_attention=", ".join(f"{r} {frame['macs_modules'].mean() / 1e9:.4g}"
+                                                  for r, frame in zip(contrast.rows, frames)))
+            if all(frame["value_context"].notna().any() for frame in frames):  # a diagnostic rule: learnt or not
+                row |= dict(test="sign (learnt)", p=_sign_test_p(contrast_values(by_row, key, contrast, "learnt")),
                             learnt=", ".join(f"{r} {int(f['learnt'].sum())}/{len(f)}"
                                              for r, f in zip(contrast.rows, frames)))
             else:
-                row |= dict(test="paired t", p=stats["paired_p"], p_wilcoxon=wilcoxon_p(values), learnt="")
+                row |= dict(test="paired t", p=stats["paired_p"], p_wilcoxon=wilcoxon_p(values))
             rows.append(row)
     table = pd.DataFrame(rows, columns=["task", "preset", "slot", "claim", "contrast", "says", "seeds", "mean", "std",
-                                        "test", "learnt", "p", "p_wilcoxon", "gmacs_attention"])
+                                        "test", "learnt", "p", "p_wilcoxon", "gmacs_attention", "verdict"])
     table["p_holm"] = holm(table["p"].to_numpy()) if len(table) else []
     family = int(table["p"].notna().sum())
     decided = table["p_holm"] < alpha
-    table["verdict"] = "undecided"
-    table.loc[decided & (table["mean"] > 0), "verdict"] = "reproduced"
-    table.loc[decided & (table["mean"] < 0), "verdict"] = "refuted"
+    tested = table["p"].notna()
+    table["verdict"] = table["verdict"].astype(object)
+    table.loc[tested, "verdict"] = "undecided"
+    table.loc[tested & decided & (table["mean"] > 0), "verdict"] = "reproduced"
+    table.loc[tested & decided & (table["mean"] < 0), "verdict"] = "refuted"
+    table["verdict"] = table["verdict"].fillna("no test (fewer than two paired seeds)")
     table["detectable"] = [
         min_detectable_effect(std, n, alpha / max(family, 1), power)
         if verdict == "undecided" and test == "paired t" else math.nan
