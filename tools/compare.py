@@ -99,8 +99,10 @@ def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
     if not (shown["learnt"] != "").any():
         shown = shown.drop(columns="learnt")
     text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
-    return text + (f"\n\nFamily: the {table['p'].notna().sum()} tested contrasts above (Holm); verdict at alpha {alpha}; "
-                   "'detects': the smallest contrast the paired seeds detect at alpha / family size with 80 % power")
+    families = table[table["p"].notna()].groupby(["task", "preset"]).size()
+    sizes = ", ".join(f"{task} ({preset}) {n}" for (task, preset), n in families.items()) or "none"
+    return text + (f"\n\nFamily: each task's tested contrasts (Holm within it): {sizes}; verdict at alpha {alpha}; "
+                   "'detects': the smallest contrast the paired seeds detect at alpha / the family's size with 80 % power")
 
 
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
@@ -147,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--claims", action="store_true",
                    help="the study's image claims C1-C5 instead (attnbench.sweep.claims): each as a contrast of rows "
                    "paired by seed, predicted positive, tested (paired t, or the sign test of learnt rules on the "
-                   "diagnostic tasks), Holm-adjusted over every contrast shown, with a verdict")
+                   "diagnostic tasks), Holm-adjusted over each task's contrasts, with a verdict")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="with --power or --claims: significance level, two-sided (0.05)")
     p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")

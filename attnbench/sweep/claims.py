@@ -10,8 +10,8 @@ seeds at which every row has a run under one protocol.
 The test matches the outcomes: on a task that records a context accuracy (the diagnostic suite, whose
 runs learn a rule or not) the contrast of the learnt indicators is tested by the exact sign test on the
 seeds where it is not zero (for two rows, McNemar's exact test); elsewhere the paired t-test of ``c_s``
-(the Wilcoxon signed-rank p beside it). The *family* is every contrast of the table: Holm's adjustment
-runs over all of them, claims and tasks together. Verdict: ``reproduced`` when the Holm-adjusted p is
+(the Wilcoxon signed-rank p beside it). The *family* is every contrast of the five claims tested on
+one task (and preset): Holm's adjustment runs over them. Verdict: ``reproduced`` when the Holm-adjusted p is
 below alpha and the contrast positive, ``refuted`` when below alpha and negative, else ``undecided``,
 with the smallest contrast the seeds detect at alpha over the family's size and 80 % power (paired t).
 A contrast whose rows have not all run on a task is listed with the rows it misses, outside the family.
@@ -95,7 +95,7 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     ``mean``, ``std`` (of ``c_s``), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
     k/n on diagnostic tasks), ``p``, ``p_wilcoxon`` (metric tasks), ``p_holm`` (over the whole table),
     ``verdict``, ``detectable`` (for an undecided paired t: the smallest contrast its seeds detect at
-    alpha / family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
+    alpha / the task's family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
     """
     from attnbench.sweep.tasks import TASKS, VisionTask
 
@@ -127,8 +127,8 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
             rows.append(row)
     table = pd.DataFrame(rows, columns=["task", "preset", "slot", "claim", "contrast", "says", "seeds", "mean", "std",
                                         "test", "learnt", "p", "p_wilcoxon", "gmacs_attention", "verdict"])
-    table["p_holm"] = holm(table["p"].to_numpy()) if len(table) else []
-    family = int(table["p"].notna().sum())
+    table["p_holm"] = table.groupby(["task", "preset"])["p"].transform(holm) if len(table) else []
+    family = table.groupby(["task", "preset"])["p"].transform("count")
     decided = table["p_holm"] < alpha
     tested = table["p"].notna()
     table["verdict"] = table["verdict"].astype(object)
@@ -137,7 +137,6 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     table.loc[tested & decided & (table["mean"] < 0), "verdict"] = "refuted"
     table["verdict"] = table["verdict"].fillna("no test (fewer than two paired seeds)")
     table["detectable"] = [
-        min_detectable_effect(std, n, alpha / max(family, 1), power)
-        if verdict == "undecided" and test == "paired t" else math.nan
-        for std, n, verdict, test in zip(table["std"], table["seeds"], table["verdict"], table["test"])]
+        min_detectable_effect(std, n, alpha / m, power) if verdict == "undecided" and test == "paired t" else math.nan
+        for std, n, verdict, test, m in zip(table["std"], table["seeds"], table["verdict"], table["test"], family)]
     return table
