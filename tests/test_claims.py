@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnbench.sweep.claims import CLAIMS, Contrast, claims_table
+from attnbench.sweep.claims import CLAIMS, Contrast, claim_rows, claims_table
 from attnbench.sweep.stats import min_detectable_effect
 from test_paired_stats import compare, rows_of, run, store_frame
 
@@ -83,6 +83,15 @@ def test_contrasts_missing_rows_are_listed_outside_the_family_and_translation_is
     assert set(table["task"]) == {"det"} and len(table) == len(CLAIMS)
     assert table.loc["deformable - 0100", "verdict"] == "not run: deformable, 0100"
     assert table["p"].notna().sum() == 1 and table.loc["0010 - baseline", "p_holm"] == table.loc["0010 - baseline", "p"]
+
+
+def test_the_claims_rows_are_rows_the_vision_tasks_run():
+    from attnbench.sweep.tasks import TASKS
+
+    rows = claim_rows()
+    assert "baseline" not in rows and len(rows) == len(set(rows)) == 12
+    for task in ("det", "seg"):
+        assert [TASKS[task].validate_variant(row) for row in rows] == rows
 
 
 def test_contrast_weights_must_compare_gains():

@@ -32,6 +32,14 @@
 #           protocol: baseline, 0010, 0001, 0100, 1111, deformable at the fresh seeds 60-63, into results/protocol
 #   side-confirm  the row the side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
 #           fresh seeds 70-79, into results/protocol
+#   claims-det, claims-seg  the study's image claims re-run under the protocol (docs/study.md, "The claims
+#           re-run"): the rows of the claims' contrasts (attnbench.sweep.claims) at the seeds 110-119 fixed
+#           with the predictions, into results/claims
+#   claims-tradeoff  the study's other rows (the remaining factor sets, area) on det and seg at seeds
+#           110-112, for the trade-off plots only
+#   claims-flag, claims-side  the claims' rows on the diagnostic rules aimed at their terms (flag: C1, C2
+#           on det-flag and fcn-flag; flag-side: C3, C5 on det-flag-side), seeds 110-119
+#   claims-report  the claims table (claims.md) and the trade-off plots of results/claims
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -63,6 +71,11 @@ else:
 print(','.join(v for v in rows if v != 'baseline' and v not in ALL_FACTORS))"
 }
 
+# the rows of the claims' contrasts but the baseline (attnbench.sweep.claims.CLAIMS)
+claim_rows() {
+    "$PYTHON" -c "from attnbench.sweep.claims import claim_rows; print(','.join(claim_rows()))"
+}
+
 failed=()  # parts with a failed run: recorded, the study goes on, the script exits 1 at the end
 sweep() {
     "$PYTHON" tools/sweep.py --seeds "$SEEDS" --jobs "$JOBS" --results "$RESULTS" --no-plot "$@" && return
@@ -72,8 +85,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-confirm | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-confirm, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -110,6 +123,23 @@ for p in "${parts[@]}"; do
         side-confirm)  # the row the side screen chose, against the baseline, on the seeds fixed before it
             [ -n "$ROWS" ] || { echo "study.sh: side-confirm needs ROWS=<the row the side screen chose>" >&2; exit 2; }
             sweep --tasks det-flag-side --modules "$ROWS" --seeds 70-79 --results results/protocol ;;
+        claims-det | claims-seg)  # every row of a claim's contrast, seeds fixed with the predictions
+            sweep --tasks "${p#claims-}" --modules "$(claim_rows)" --seeds 110-119 \
+                --results results/claims ;;
+        claims-tradeoff)
+            sweep --tasks det,seg --factors 0001,0101,1000,1001,1010,1011,1100,1101,1110 --modules area \
+                --seeds 110-112 --results results/claims ;;
+        claims-flag)  # C1 and C2 on the rule aimed at E3
+            sweep --tasks det-flag,fcn-flag --factors 0010,0011,0110,0111,1111 --seeds 110-119 --results results/claims ;;
+        claims-side)  # C3 and C5 on the position rule
+            sweep --tasks det-flag-side --factors 0100 --modules deformable,dynamic --seeds 110-119 \
+                --results results/claims ;;
+        claims-report)
+            "$PYTHON" tools/compare.py --results results/claims --seeds 110-119 --claims --format markdown \
+                > results/claims/claims.md
+            "$PYTHON" tools/plot.py --results results/claims
+            "$PYTHON" tools/plot.py --results results/claims --cost attention
+            echo results/claims/claims.md ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

@@ -71,6 +71,11 @@ CLAIMS = (
 )
 
 
+def claim_rows(contrasts=CLAIMS) -> list[str]:
+    """Every row the contrasts compare but the baseline, in the order they first appear (what a re-run trains)."""
+    return [row for row in dict.fromkeys(r for c in contrasts for r in c.rows) if row != "baseline"]
+
+
 def contrast_values(by_row: dict, key: tuple, contrast: Contrast, column: str = "value") -> pd.Series:
     """``c_s`` per seed (the index) of one task, preset and slot (``key``), from ``column`` of the runs of
     every row of the contrast (all present in ``by_row``), each paired with the last row by seed and protocol."""
