@@ -11,8 +11,8 @@ elsewhere). "added MB" is the growth of the process's peak resident memory (on C
 allocated device memory) during the first forward + backward; time is the median of the
 following repeats. With ``--processes K`` each pair runs in K fresh processes and both columns are
 the medians over them: a process's resident memory moves by a few MB from run to run, which at
-``0010``'s size (one context vector per head) is as much as the difference measured. mmcv cannot run E2 without E4 (0100, 0110, 1100, 1110) on non-square maps;
-those rows are compared with mmcv's 1111.
+``0010``'s size (one context vector per head) is as much as the difference measured. mmcv cannot
+run E2 without E4 (0100, 0110, 1100, 1110) on non-square maps; those rows are compared with mmcv's 1111.
 """
 from __future__ import annotations
 

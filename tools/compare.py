@@ -8,7 +8,7 @@
     python tools/compare.py --results results/figure4 --slot enc-self --reference dynamic:kernel=7   # against a row
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
     python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
-    python tools/compare.py --results results/study --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
+    python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -91,18 +91,21 @@ def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
         return table.to_csv(index=False)
     shown = pd.DataFrame({
         "task": table["task"], "preset": table["preset"], "claim": table["claim"], "contrast": table["contrast"],
-        "seeds": table["seeds"], "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
+        "seeds": table["seeds"],
+        "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
         "test": table["test"].fillna(""), "learnt": table["learnt"], "p": table["p"].map(p_text),
         "p_wilcoxon": table["p_wilcoxon"].map(p_text), "p_holm": table["p_holm"].map(p_text),
-        "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})" for v, d in zip(table["verdict"], table["detectable"])],
+        "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})"
+                    for v, d in zip(table["verdict"], table["detectable"])],
         "GMACs attention": table["gmacs_attention"]})
     if not (shown["learnt"] != "").any():
         shown = shown.drop(columns="learnt")
     text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
-    families = table[table["p"].notna()].groupby(["task", "preset"]).size()
-    sizes = ", ".join(f"{task} ({preset}) {n}" for (task, preset), n in families.items()) or "none"
+    families = table.loc[table["family"] > 0, ["task", "preset", "family"]].drop_duplicates()
+    sizes = ", ".join(f"{task} ({preset}) {n}" for task, preset, n in families.itertuples(index=False)) or "none"
     return text + (f"\n\nFamily: each task's tested contrasts (Holm within it): {sizes}; verdict at alpha {alpha}; "
-                   "'detects': the smallest contrast the paired seeds detect at alpha / the family's size with 80 % power")
+                   "'detects': the smallest contrast the paired seeds detect at alpha / the family's size "
+                   "with 80 % power")
 
 
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:
@@ -204,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.claims:
         table = claims_table(results, alpha=args.alpha)
         if table.empty:
-            p.error(f"no vision task in {args.results}: the claims are about images (det, seg and the diagnostic tasks)")
+            p.error(f"no vision task in {args.results}: the claims are about images "
+                    "(det, seg and the diagnostic tasks)")
         print(claims_text(table, args.format, args.alpha))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attnbench.sweep.report import paired_differences, successful_runs
-from attnbench.sweep.stats import (LEARNT_THRESHOLD, holm, mcnemar_exact_p, min_detectable_effect, paired_statistics,
-                                   wilcoxon_p)
+from attnbench.sweep.report import paired_differences, runs_by_row, successful_runs
+from attnbench.sweep.stats import holm, mcnemar_exact_p, min_detectable_effect, paired_statistics, wilcoxon_p
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,7 @@ class Contrast:
     @property
     def formula(self) -> str:
         """``2 0011 - baseline - 1111``."""
-        terms = [f"{'-' if w < 0 else '+'} {abs(w) if abs(w) != 1 else ''}{' ' if abs(w) != 1 else ''}{row}"
-                 for row, w in self.weights]
+        terms = [f"{'-' if w < 0 else '+'} {f'{abs(w)} ' if abs(w) != 1 else ''}{row}" for row, w in self.weights]
         return " ".join(terms).removeprefix("+ ")
 
 
@@ -106,8 +104,7 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
 
     runs = successful_runs(results)
     runs = runs[[isinstance(TASKS.get(task), VisionTask) for task in runs["task"]]]  # claims about images
-    runs["learnt"] = (runs["value_context"] >= LEARNT_THRESHOLD).astype(float)
-    by_row = {key: frame for key, frame in runs.groupby(["task", "preset", "slot", "variant"])}
+    by_row = runs_by_row(runs)
     rows = []
     for key in sorted({key[:3] for key in by_row}):
         for contrast in contrasts:
@@ -133,7 +130,7 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     table = pd.DataFrame(rows, columns=["task", "preset", "slot", "claim", "contrast", "says", "seeds", "mean", "std",
                                         "test", "learnt", "p", "p_wilcoxon", "gmacs_attention", "verdict"])
     table["p_holm"] = table.groupby(["task", "preset"])["p"].transform(holm) if len(table) else []
-    family = table.groupby(["task", "preset"])["p"].transform("count")
+    table["family"] = table.groupby(["task", "preset"])["p"].transform("count")
     decided = table["p_holm"] < alpha
     tested = table["p"].notna()
     table["verdict"] = table["verdict"].astype(object)
@@ -143,5 +140,5 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     table["verdict"] = table["verdict"].fillna("no test (fewer than two paired seeds)")
     table["detectable"] = [
         min_detectable_effect(std, n, alpha / m, power) if verdict == "undecided" and test == "paired t" else math.nan
-        for std, n, verdict, test, m in zip(table["std"], table["seeds"], table["verdict"], table["test"], family)]
+        for std, n, verdict, test, m in table[["std", "seeds", "verdict", "test", "family"]].itertuples(index=False)]
     return table

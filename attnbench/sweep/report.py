@@ -42,7 +42,8 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
     and ``value_context`` (and ``gate_max``, ``offset_mean_px``, ``mass_context``, ``mass_context_chance``) NaN
-    where the store has no such column."""
+    where the store has no such column, and ``learnt``: whether the run learnt its diagnostic rule (context
+    accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
@@ -50,6 +51,7 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     for column in ("value_class_agnostic", "value_context", "gate_max", "offset_mean_px", "mass_context",
                    "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
+    ok["learnt"] = ok["value_context"] >= LEARNT_THRESHOLD
     return ok
 
 
@@ -71,7 +73,8 @@ def paired_differences(runs: pd.DataFrame, reference: pd.DataFrame) -> pd.Series
     return (pairs["value"] - pairs["value_reference"]).groupby(pairs["seed"]).mean()
 
 
-def _runs_by_row(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+def runs_by_row(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """(task, preset, slot, variant) -> that row's runs."""
     return {key: rows for key, rows in runs.groupby(_GROUP)}
 
 
@@ -147,7 +150,6 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     learnt against not against the reference (:func:`_learnt_test`; ``exact_paired`` says which test).
     """
     runs = successful_runs(results)
-    runs["learnt"] = runs["value_context"] >= LEARNT_THRESHOLD
     summary = runs.groupby(_GROUP, dropna=False).agg(
         metric=("metric", "first"), mean=("value", "mean"), std=("value", "std"), seeds=("value", "count"),
         class_agnostic=("value_class_agnostic", "mean"), context=("value_context", "mean"),
@@ -165,7 +167,7 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     t, p = welch_test(summary["delta"], summary["std"], summary["seeds"], matched["std"], matched["seeds"])
     compared = summary["variant"] != reference
     summary["delta_t"], summary["welch_p"] = t.where(compared), p.where(compared)
-    by_row, rows = _runs_by_row(runs), []
+    by_row, rows = runs_by_row(runs), []
     for task, preset, slot, variant in summary[_GROUP].itertuples(index=False):
         base = _row_runs(by_row, task, preset, slot, reference)
         if variant == reference or base is None:
@@ -325,7 +327,7 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
     is two-sided from the normal (seed_std taken as known).
     """
     s = summarize(results)
-    by_row = _runs_by_row(successful_runs(results))
+    by_row = runs_by_row(successful_runs(results))
     rows = []
     for (task, preset, slot), group in s.groupby(["task", "preset", "slot"]):
         factor_sets = group[group["variant"].isin(ALL_FACTORS)]
