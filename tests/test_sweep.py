@@ -324,6 +324,7 @@ def test_plan_identity_and_resume_keys():
     assert len(runs) == 2 * 3 * 2 and len({r.run_id for r in runs}) == len(runs)
     assert {r.variant for r in runs} == {"baseline", "0110", "0010+deformable"}
     assert runs[0].run_id == build_plan(["det"], ["0110"], [], 2, "mini")[0].run_id
+    assert [r.seed for r in runs] == [0] * 6 + [1] * 6  # seed by seed: a stopped sweep leaves whole seeds
 
 
 @pytest.mark.parametrize("jobs, threads, expected", [(1, None, "1"), (2, None, "1"), (2, 3, "3"), (1, 3, "3")])

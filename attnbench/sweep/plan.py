@@ -113,7 +113,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,
                slot: str | None = None, baseline: bool = True, threads: int | None = None) -> list[Run]:
-    """Every (task, variant, seed) run; raises ``ValueError`` on any bad input before training.
+    """Every (task, variant, seed) run, seed by seed; raises ``ValueError`` on any bad input before training.
 
     ``seeds`` is a count (seeds 0 .. N-1) or the seeds themselves (:func:`parse_seeds`).
 
@@ -140,7 +140,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     variants = (["baseline"] if baseline else []) + factors + modules
     if not variants:
         raise ValueError("nothing to run: give --factors and/or --modules")
-    runs = []
+    rows = []
     for task_name in tasks:
         task = TASKS[task_name]
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
@@ -148,6 +148,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
                 config, cfg_options = task.config(preset, variant, task_slot)
                 if threads is not None:
                     cfg_options = cfg_options | {"cpu_threads": threads}
-                runs += [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
-                         for seed in seeds]
-    return runs
+                rows.append((task_name, variant, task_slot, config, cfg_options))
+    # seed by seed: a sweep stopped midway leaves every row at its first seeds, i.e. whole paired contrasts
+    return [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
+            for seed in seeds for task_name, variant, task_slot, config, cfg_options in rows]
