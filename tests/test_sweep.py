@@ -1,6 +1,7 @@
 """The sweep: results store, plan validation, failure recording, resume, W&B offline, plots."""
 import io
 import json
+import os
 import subprocess
 import sys
 from multiprocessing import Pool
@@ -119,6 +120,25 @@ def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
     spec = json.loads((runner.run_dir(runs[1]) / "run.json").read_text())
     assert Path(spec["config"]).is_relative_to(code / "configs")
     assert f"from {code / 'attnbench'}" in (runner.run_dir(runs[1]) / "run.log").read_text()  # what the worker imported
+
+
+def test_a_run_forked_by_the_server_trains_as_one_run_in_a_process_of_its_own(sweep, tmp_path):
+    """The local launcher forks runs from a server that imported once; the one-run worker (Slurm,
+    submitit) starts a fresh process: the same run trains to the same weights, bit for bit."""
+    _, runner, runs, rows = sweep
+    forked = runner.run_dir(runs[1])
+    spec = json.loads((forked / "run.json").read_text()) | {"work_dir": str(tmp_path), "wandb": None}
+    (tmp_path / "run.json").write_text(json.dumps(spec))
+    proc = subprocess.run([sys.executable, "-m", "attnbench.sweep.worker", str(tmp_path / "run.json"),
+                           str(tmp_path / "result.json")], env=os.environ | {"OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads((tmp_path / "result.json").read_text())["value"] == rows["0010"]["value"]
+    weights = [torch.load(folder / "epoch_1.pth", map_location="cpu", weights_only=False)["state_dict"]
+               for folder in (forked, tmp_path)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert list((runner.store.root / "runs").glob("fork-server-*.log"))  # the servers' own output
 
 
 def test_the_sweep_writes_the_generated_data_before_its_runs(tmp_path, monkeypatch):
@@ -330,31 +350,34 @@ def test_plan_identity_and_resume_keys():
 @pytest.mark.parametrize("jobs, threads, expected", [(1, None, "1"), (2, None, "1"), (2, 3, "3"), (1, 3, "3")])
 def test_local_runs_get_the_threads_their_config_fixes_whatever_the_jobs(tmp_path, monkeypatch, jobs, threads,
                                                                          expected):
-    """OMP_NUM_THREADS is the config's cpu_threads (1 on the mini presets) or --threads, never --jobs' share;
+    """A run's threads are the config's cpu_threads (1 on the mini presets) or --threads, never --jobs' share;
     another thread count is another run (its own id)."""
     import attnbench.sweep.launch as launch
 
-    seen, real_run = [], subprocess.run
+    seen = []
 
-    def fake_run(command, **kwargs):  # the worker's launch; git (the commit of the row) runs for real
-        if "env" not in kwargs:
-            return real_run(command, **kwargs)
-        seen.append(kwargs["env"]["OMP_NUM_THREADS"])
-        Path(command[-1]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
-        return subprocess.CompletedProcess(command, 0)
+    class FakeServer:  # the fork server's side: what it was started with and sent
+        def __init__(self, worker, threads, log):
+            self.threads, self.log, self.process = threads, log, subprocess.Popen(["true"])
 
-    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+        def run(self, request):
+            seen.append((self.threads, request["threads"]))
+            Path(request["result"]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
+            return 0
+
+        def close(self):
+            self.process.wait()
+
+    monkeypatch.setattr(launch, "ForkServer", FakeServer)
     store = ResultsStore(tmp_path / "results")
     runs = build_plan(["det"], [], [], 2, "mini", threads=threads)
     rows = list(SweepRunner(store, jobs=jobs).run_all(runs))
     assert [row["status"] for row in rows] == ["ok", "ok"]
-    assert seen == [expected] * 2
+    assert seen == [(int(expected), int(expected))] * 2
     assert (runs[0].run_id == build_plan(["det"], [], [], 1, "mini")[0].run_id) == (threads is None)
 
 
 def test_configs_without_a_thread_count_share_the_cores_between_jobs(tmp_path):
-    import os
-
     run = Run("det", "full", "baseline", 0, None, str(vision_config_path("det", "full", "baseline")), {})
     assert run.cpu_threads is None
     assert SweepRunner(ResultsStore(tmp_path), jobs=2).threads(run) == max(1, os.cpu_count() // 2)

@@ -1,4 +1,5 @@
-"""Running a plan: one worker process per run, locally (``--jobs`` at a time) or through submitit."""
+"""Running a plan: one worker process per run, locally (``--jobs`` at a time, forked from a server that
+imported once) or through submitit."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -69,6 +71,72 @@ def wandb_mode() -> str:
     return "online" if configured else "offline"
 
 
+class ForkServer:
+    """A worker started with ``--serve`` (attnbench.sweep.worker.serve): imports once, then forks a
+    process for each run sent to it, one at a time. Its own output goes to ``log``."""
+
+    def __init__(self, worker: list[str], threads: int, log: Path):
+        self.log = log
+        with open(log, "a") as output:
+            self.process = subprocess.Popen([*worker, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=output, text=True,
+                                            env=os.environ | {"OMP_NUM_THREADS": str(threads)})
+        if self.process.stdout.readline().strip() != "ready":
+            self.close()
+            raise RuntimeError(f"the sweep's worker could not start; its output: {log}")
+
+    def run(self, request: dict) -> int | None:
+        """Run ``request`` (attnbench.sweep.worker._fork_run); its exit code, None if the server died."""
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return None
+        answer = self.process.stdout.readline().strip()
+        return int(answer) if answer else None
+
+    def close(self) -> None:
+        if self.process.stdin and not self.process.stdin.closed:
+            try:
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        self.process.wait()
+
+
+class ForkServers:
+    """The local launcher's fork servers, started as runs need them (one per job running at a time and
+    per thread count, a thread count being fixed at a server's imports) and kept for the next runs."""
+
+    def __init__(self, worker: list[str], folder: Path):
+        self.worker, self.folder = worker, folder
+        self.idle: dict[int, list[ForkServer]] = {}
+        self.lock = threading.Lock()
+        self.started = 0
+
+    def take(self, threads: int) -> ForkServer:
+        with self.lock:
+            if self.idle.get(threads):
+                return self.idle[threads].pop()
+            self.started += 1
+            number = self.started
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return ForkServer(self.worker, threads, self.folder / f"fork-server-{number}.log")
+
+    def give_back(self, server: ForkServer, threads: int) -> None:
+        if server.process.poll() is not None:  # it died: the next run starts another
+            return
+        with self.lock:
+            self.idle.setdefault(threads, []).append(server)
+
+    def close(self) -> None:
+        with self.lock:
+            servers = [server for idle in self.idle.values() for server in idle]
+            self.idle.clear()
+        for server in servers:
+            server.close()
+
+
 class SweepRunner:
     """Executes runs and records one result row each in the store."""
 
@@ -91,31 +159,43 @@ class SweepRunner:
     def run_dir(self, run: Run) -> Path:
         return self.store.root / "runs" / run.run_id
 
-    def _command(self, run: Run) -> tuple[list[str], Path]:
+    def _worker(self) -> list[str]:
+        """The command that starts a worker: from the code snapshot when there is one."""
+        command = [sys.executable, "-m", "attnbench.sweep.worker"]
+        if self.code is None:
+            return command
+        path = os.pathsep.join(p for p in (str(self.code), os.environ.get("PYTHONPATH")) if p)
+        # a prefix that also travels to Slurm jobs; PYTHONSAFEPATH keeps the working directory
+        # (a checkout, often) from coming first on sys.path under ``python -m``
+        return ["env", f"PYTHONPATH={path}", "PYTHONSAFEPATH=1", *command]
+
+    def _prepare(self, run: Run) -> tuple[Path, Path]:
+        """Write the run's spec (``run.json``) for its worker; the paths of the spec and of its result."""
         run_dir = self.run_dir(run)
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = run.to_dict() | {"work_dir": str(run_dir), "wandb": self.wandb}
-        command = [sys.executable, "-m", "attnbench.sweep.worker", str(run_dir / "run.json")]
-        if self.code is not None:
-            config = Path(run.config).resolve()
-            if config.is_relative_to(CONFIG_ROOT):
-                spec["config"] = str(self.code / "configs" / config.relative_to(CONFIG_ROOT))
-            path = os.pathsep.join(p for p in (str(self.code), os.environ.get("PYTHONPATH")) if p)
-            # a prefix that also travels to Slurm jobs; PYTHONSAFEPATH keeps the working directory
-            # (a checkout, often) from coming first on sys.path under ``python -m``
-            command = ["env", f"PYTHONPATH={path}", "PYTHONSAFEPATH=1", *command]
+        config = Path(run.config).resolve()
+        if self.code is not None and config.is_relative_to(CONFIG_ROOT):
+            spec["config"] = str(self.code / "configs" / config.relative_to(CONFIG_ROOT))
         (run_dir / "run.json").write_text(json.dumps(spec, indent=2))
         result = run_dir / "result.json"
         result.unlink(missing_ok=True)
-        return [*command, str(result)], result
+        return run_dir / "run.json", result
+
+    def _command(self, run: Run) -> tuple[list[str], Path]:
+        spec, result = self._prepare(run)
+        return [*self._worker(), str(spec), str(result)], result
 
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
-        command, result = self._command(run)
-        env = os.environ | {"OMP_NUM_THREADS": str(self.threads(run))}
-        with open(self.run_dir(run) / "run.log", "w") as log:
-            proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        return self._read_result(result, f"worker exited with code {proc.returncode}")
+        spec, result = self._prepare(run)
+        threads = self.threads(run)
+        server = self._servers.take(threads)
+        code = server.run(dict(run=str(spec), result=str(result), log=str(self.run_dir(run) / "run.log"),
+                               threads=threads))
+        self._servers.give_back(server, threads)
+        return self._read_result(result, f"worker exited with code {code}" if code is not None else
+                                 f"the worker's fork server died (see {server.log})")
 
     def _execute_submitit(self, runs: list[Run]):
         import submitit
@@ -171,10 +251,14 @@ class SweepRunner:
             for run, result in self._execute_submitit(runs):
                 yield self._record(run, result, started)
             return
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            futures = {}
-            for run in runs:
-                futures[pool.submit(self._execute_local, run, on_start)] = (run, utc_now())
-            for future in as_completed(futures):
-                run, started = futures[future]
-                yield self._record(run, future.result(), started)
+        self._servers = ForkServers(self._worker(), self.store.root / "runs")
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                futures = {}
+                for run in runs:
+                    futures[pool.submit(self._execute_local, run, on_start)] = (run, utc_now())
+                for future in as_completed(futures):
+                    run, started = futures[future]
+                    yield self._record(run, future.result(), started)
+        finally:
+            self._servers.close()
