@@ -15,8 +15,8 @@ import torch
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan, parse_seeds
-from attnbench.sweep.report import (comparison_table, factor_effects, pareto_front, plot_panels, plot_tradeoffs,
-                                    row_kind, summarize)
+from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, pareto_front, plot_panels,
+                                    plot_tradeoffs, row_kind, summarize)
 from attnbench.sweep.store import ResultsStore
 from attnbench.sweep.tasks import TASKS
 from wandb_log import config_and_summary
@@ -139,6 +139,20 @@ def test_a_run_forked_by_the_server_trains_as_one_run_in_a_process_of_its_own(sw
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     assert list((runner.store.root / "runs").glob("fork-server-*.log"))  # the servers' own output
+
+
+def test_the_cost_table_gives_each_finished_runs_share_outside_training():
+    runs = pd.DataFrame([
+        dict(task="det", preset="mini", variant="0010", seed=1, status="ok", run_seconds=200.0, train_seconds=196.0,
+             val_seconds=4.0, outside_seconds=8.0),
+        dict(task="det", preset="mini", variant="baseline", seed=1, status="ok", run_seconds=100.0,
+             train_seconds=99.0, val_seconds=2.0, outside_seconds=3.0),
+        dict(task="det", preset="mini", variant="1111", seed=1, status="failed", run_seconds=50.0),
+        dict(task="det", preset="mini", variant="0110", seed=1, status="ok", run_seconds=90.0),  # recorded before
+    ])
+    table = cost_table(runs)
+    assert list(table["variant"]) == ["0010", "baseline"] and list(table["outside %"]) == [4.0, 3.0]
+    assert cost_table(runs.drop(columns="outside_seconds")).empty
 
 
 def test_the_sweep_writes_the_generated_data_before_its_runs(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
     python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
     python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
+    python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -34,7 +35,8 @@ import pandas as pd
 
 from attnbench.sweep import plan
 from attnbench.sweep.claims import claims_table
-from attnbench.sweep.report import comparison_table, factor_effects, p_text, pairing_notes, power_table, summarize
+from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
+                                    summarize)
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.variants import Variant
 
@@ -153,6 +155,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="the study's image claims C1-C5 instead (attnbench.sweep.claims): each as a contrast of rows "
                    "paired by seed, predicted positive, tested (paired t, or the sign test of learnt rules on the "
                    "diagnostic tasks), Holm-adjusted over each task's contrasts, with a verdict")
+    p.add_argument("--cost", action="store_true",
+                   help="where each run's time went instead: its wall time, training steps, validations and the "
+                   "rest (set-up, FLOPs count, validation, logging), and that rest's share of the run")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="with --power or --claims: significance level, two-sided (0.05)")
     p.add_argument("--power-target", type=float, default=0.8, help="with --power: the power wanted (0.8)")
@@ -169,8 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
-    if sum((args.effects, args.power, args.per_seed, args.claims)) > 1:
-        p.error("--effects, --power, --per-seed and --claims are different outputs: choose one")
+    if sum((args.effects, args.power, args.per_seed, args.claims, args.cost)) > 1:
+        p.error("--effects, --power, --per-seed, --claims and --cost are different outputs: choose one")
     if args.effect is not None and not args.power:
         p.error("--effect needs --power")
     if not 0 < args.alpha < args.power_target < 1:
@@ -204,6 +209,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(frame_text(factor_effects(results), args.format))
     elif args.per_seed:
         print(frame_text(per_seed_table(results), args.format))
+    elif args.cost:
+        table = cost_table(results)
+        if table.empty:
+            p.error(f"no finished run in {args.results} records its time outside training (outside_seconds)")
+        print(table.to_markdown(index=False, floatfmt=".1f") if args.format == "markdown" else
+              frame_text(table, args.format))
     elif args.claims:
         table = claims_table(results, alpha=args.alpha)
         if table.empty:

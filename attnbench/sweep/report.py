@@ -405,6 +405,19 @@ def power_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
     return pd.DataFrame(rows, columns=columns + ["effect", "seeds_needed"] * (effect is not None))
 
 
+def cost_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Where each finished run's time went (``compare.py --cost``): its wall time, training steps,
+    validations and the rest (``outside_seconds``: set-up, FLOPs count, validation, logging), and
+    ``outside %``, that part's share of the run. Runs recorded before these columns are left out."""
+    columns = ["run_seconds", "train_seconds", "val_seconds", "outside_seconds"]
+    if any(c not in results for c in columns):
+        return pd.DataFrame(columns=["task", "preset", "variant", "seed", *columns, "outside %"])
+    ok = results[(results["status"] == "ok") & results[columns].notna().all(axis=1)]
+    table = ok[["task", "preset", "variant", "seed", *columns]].assign(seed=ok["seed"].astype(int))
+    table["outside %"] = (100 * table["outside_seconds"] / table["run_seconds"]).round(1)
+    return table.sort_values(["task", "preset", "variant", "seed"]).reset_index(drop=True)
+
+
 def pareto_front(points: pd.DataFrame, cost: str = "macs_model") -> pd.DataFrame:
     """Variants no other variant beats with fewer (or equal) ``cost`` and a higher mean."""
     ordered = points.sort_values([cost, "mean"], ascending=[True, False])
