@@ -391,6 +391,32 @@ def test_local_runs_get_the_threads_their_config_fixes_whatever_the_jobs(tmp_pat
     assert (runs[0].run_id == build_plan(["det"], [], [], 1, "mini")[0].run_id) == (threads is None)
 
 
+def test_a_run_whose_fork_server_died_is_recorded_failed_and_the_next_run_gets_a_new_server(tmp_path, monkeypatch):
+    import attnbench.sweep.launch as launch
+
+    started = []
+
+    class DyingFirstServer:  # the first server dies during its run; the ones after run theirs
+        def __init__(self, worker, threads, log):
+            self.log, self.process = log, subprocess.Popen(["true"])
+            started.append(self)
+
+        def run(self, request):
+            if len(started) == 1:
+                return None
+            Path(request["result"]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
+            return 0
+
+        def close(self):
+            self.process.wait()
+
+    monkeypatch.setattr(launch, "ForkServer", DyingFirstServer)
+    rows = list(SweepRunner(ResultsStore(tmp_path / "results"), snapshot=False).run_all(
+        build_plan(["det"], [], [], 2, "mini")))
+    assert [row["status"] for row in rows] == ["failed", "ok"] and "fork server died" in rows[0]["error"]
+    assert len(started) == 2
+
+
 def test_configs_without_a_thread_count_share_the_cores_between_jobs(tmp_path):
     run = Run("det", "full", "baseline", 0, None, str(vision_config_path("det", "full", "baseline")), {})
     assert run.cpu_threads is None

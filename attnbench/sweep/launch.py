@@ -124,8 +124,6 @@ class ForkServers:
         return ForkServer(self.worker, threads, self.folder / f"fork-server-{number}.log")
 
     def give_back(self, server: ForkServer, threads: int) -> None:
-        if server.process.poll() is not None:  # it died: the next run starts another
-            return
         with self.lock:
             self.idle.setdefault(threads, []).append(server)
 
@@ -150,6 +148,7 @@ class SweepRunner:
         self.wandb, self.slurm = wandb, slurm or {}
         self.commit = _git_commit()
         self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
+        self._servers: ForkServers | None = None  # the local launcher's, while run_all runs
 
     def threads(self, run: Run) -> int:
         """CPU threads of a local run: those its config fixes (its protocol), or else the cores
@@ -193,7 +192,10 @@ class SweepRunner:
         server = self._servers.take(threads)
         code = server.run(dict(run=str(spec), result=str(result), log=str(self.run_dir(run) / "run.log"),
                                threads=threads))
-        self._servers.give_back(server, threads)
+        if code is None:  # the server died: the next run starts another
+            server.close()
+        else:
+            self._servers.give_back(server, threads)
         return self._read_result(result, f"worker exited with code {code}" if code is not None else
                                  f"the worker's fork server died (see {server.log})")
 
