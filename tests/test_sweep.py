@@ -417,6 +417,27 @@ def test_a_run_whose_fork_server_died_is_recorded_failed_and_the_next_run_gets_a
     assert len(started) == 2
 
 
+def test_with_cuda_each_run_starts_a_fresh_interpreter(tmp_path, monkeypatch):
+    """A process forked after the server's imports asked CUDA for its devices cannot use CUDA."""
+    import attnbench.sweep.launch as launch
+
+    seen, real_run = [], subprocess.run
+
+    def fake_run(command, **kwargs):  # the worker's launch; git (the commit of the row) runs for real
+        if "env" not in kwargs:
+            return real_run(command, **kwargs)
+        seen.append((command[-4:-2], kwargs["env"]["OMP_NUM_THREADS"]))
+        Path(command[-1]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    monkeypatch.setattr(launch.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(launch, "ForkServer", None)  # never started
+    rows = list(SweepRunner(ResultsStore(tmp_path / "results"), snapshot=False).run_all(
+        build_plan(["det"], [], [], 1, "mini")))
+    assert [row["status"] for row in rows] == ["ok"] and seen == [(["-m", "attnbench.sweep.worker"], "1")]
+
+
 def test_configs_without_a_thread_count_share_the_cores_between_jobs(tmp_path):
     run = Run("det", "full", "baseline", 0, None, str(vision_config_path("det", "full", "baseline")), {})
     assert run.cpu_threads is None

@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+import torch
+
 import attnbench
 from attnbench.config_files import CONFIG_ROOT, missing_data, repository_path
 
@@ -188,10 +190,15 @@ class SweepRunner:
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
         spec, result = self._prepare(run)
-        threads = self.threads(run)
+        threads, log = self.threads(run), self.run_dir(run) / "run.log"
+        if self._servers is None:  # a fresh interpreter for the run
+            with open(log, "w") as output:
+                code = subprocess.run([*self._worker(), str(spec), str(result)], stdout=output,
+                                      stderr=subprocess.STDOUT, env=os.environ | {"OMP_NUM_THREADS": str(threads)},
+                                      ).returncode
+            return self._read_result(result, f"worker exited with code {code}")
         server = self._servers.take(threads)
-        code = server.run(dict(run=str(spec), result=str(result), log=str(self.run_dir(run) / "run.log"),
-                               threads=threads))
+        code = server.run(dict(run=str(spec), result=str(result), log=str(log), threads=threads))
         if code is None:  # the server died: the next run starts another
             server.close()
         else:
@@ -253,7 +260,9 @@ class SweepRunner:
             for run, result in self._execute_submitit(runs):
                 yield self._record(run, result, started)
             return
-        self._servers = ForkServers(self._worker(), self.store.root / "runs")
+        # forked runs on CPUs only: the imports ask CUDA for its devices (mmcv does), and a process forked
+        # after that cannot use CUDA; there, each run starts a fresh interpreter
+        self._servers = None if torch.cuda.is_available() else ForkServers(self._worker(), self.store.root / "runs")
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 futures = {}
@@ -263,4 +272,5 @@ class SweepRunner:
                     run, started = futures[future]
                     yield self._record(run, future.result(), started)
         finally:
-            self._servers.close()
+            if self._servers is not None:
+                self._servers.close()

@@ -7,7 +7,8 @@ Writes the result row (status ``ok`` or ``failed`` with the error) to RESULT_JSO
 keeps runs independent (mmengine's W&B backend mutates the config it is given) and makes the peak
 resident memory a per-run number. The fork server imports what every run imports (torch, mmengine,
 mmdet, mmseg, attnbench's plugins: about 5 s of a mini run on a busy 2-core machine) once, then forks
-a process per run it is sent, so that a sweep's runs spend their own time training, not importing.
+a process per run it is sent, so that a sweep's runs spend their own time training, not importing
+(on CPUs: attnbench.sweep.launch starts a fresh interpreter per run where CUDA is visible).
 """
 from __future__ import annotations
 
