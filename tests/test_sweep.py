@@ -398,7 +398,7 @@ def test_a_run_whose_fork_server_died_is_recorded_failed_and_the_next_run_gets_a
 
     class DyingFirstServer:  # the first server dies during its run; the ones after run theirs
         def __init__(self, worker, threads, log):
-            self.log, self.process = log, subprocess.Popen(["true"])
+            self.threads, self.log, self.process = threads, log, subprocess.Popen(["true"])
             started.append(self)
 
         def run(self, request):

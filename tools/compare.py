@@ -60,12 +60,12 @@ def seed_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def frame_text(frame: pd.DataFrame, fmt: str) -> str:
+def frame_text(frame: pd.DataFrame, fmt: str, floatfmt: str = ".4f") -> str:
     if fmt == "csv":
         return frame.to_csv(index=False)
     if fmt == "markdown":  # p-values as the comparison table prints them (a tiny p is not 0.0000)
         frame = frame.assign(p=frame["p"].map(p_text)) if "p" in frame else frame
-        return frame.to_markdown(index=False, floatfmt=".4f")
+        return frame.to_markdown(index=False, floatfmt=floatfmt)
     return frame.to_string(index=False)
 
 
@@ -213,8 +213,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         table = cost_table(results)
         if table.empty:
             p.error(f"no finished run in {args.results} records its time outside training (outside_seconds)")
-        print(table.to_markdown(index=False, floatfmt=".1f") if args.format == "markdown" else
-              frame_text(table, args.format))
+        print(frame_text(table, args.format, floatfmt=".1f"))  # seconds
     elif args.claims:
         table = claims_table(results, alpha=args.alpha)
         if table.empty:

@@ -78,7 +78,7 @@ class ForkServer:
     process for each run sent to it, one at a time. Its own output goes to ``log``."""
 
     def __init__(self, worker: list[str], threads: int, log: Path):
-        self.log = log
+        self.threads, self.log = threads, log
         with open(log, "a") as output:
             self.process = subprocess.Popen([*worker, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=output, text=True,
@@ -125,9 +125,9 @@ class ForkServers:
         self.folder.mkdir(parents=True, exist_ok=True)
         return ForkServer(self.worker, threads, self.folder / f"fork-server-{number}.log")
 
-    def give_back(self, server: ForkServer, threads: int) -> None:
+    def give_back(self, server: ForkServer) -> None:
         with self.lock:
-            self.idle.setdefault(threads, []).append(server)
+            self.idle.setdefault(server.threads, []).append(server)
 
     def close(self) -> None:
         with self.lock:
@@ -189,20 +189,20 @@ class SweepRunner:
 
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
-        spec, result = self._prepare(run)
         threads, log = self.threads(run), self.run_dir(run) / "run.log"
         if self._servers is None:  # a fresh interpreter for the run
+            command, result = self._command(run)
             with open(log, "w") as output:
-                code = subprocess.run([*self._worker(), str(spec), str(result)], stdout=output,
-                                      stderr=subprocess.STDOUT, env=os.environ | {"OMP_NUM_THREADS": str(threads)},
-                                      ).returncode
+                code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT,
+                                      env=os.environ | {"OMP_NUM_THREADS": str(threads)}).returncode
             return self._read_result(result, f"worker exited with code {code}")
+        spec, result = self._prepare(run)
         server = self._servers.take(threads)
         code = server.run(dict(run=str(spec), result=str(result), log=str(log), threads=threads))
         if code is None:  # the server died: the next run starts another
             server.close()
         else:
-            self._servers.give_back(server, threads)
+            self._servers.give_back(server)
         return self._read_result(result, f"worker exited with code {code}" if code is not None else
                                  f"the worker's fork server died (see {server.log})")
 

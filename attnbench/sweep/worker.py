@@ -129,8 +129,8 @@ def work(run_path: str, result_path: str) -> int:
 
 #: What every run imports, imported once by the fork server: the registries' locations included, which
 #: mmengine would otherwise import in each run as it builds the first module of a scope.
-PRELOAD = ("torch", "mmengine.runner", "attnbench.mm", "attnbench.flops", "attnbench.mm.run_setup",
-           "attnbench.sweep.tasks", "mmdet.datasets", "mmdet.engine", "mmdet.evaluation", "mmdet.models",
+PRELOAD = ("torch", "mmengine.runner", "attnbench.mm", "attnbench.flops", "attnbench.sweep.tasks",
+           "mmdet.datasets", "mmdet.engine", "mmdet.evaluation", "mmdet.models",
            "mmdet.visualization", "mmseg.datasets", "mmseg.engine", "mmseg.evaluation", "mmseg.models",
            "mmseg.visualization", "wandb")
 
