@@ -4,6 +4,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torchvision.ops import deform_conv2d
 
 from attnbench.attention.deformable_conv import DeformConv2d, ModulatedDeformConv2d
 from attnbench.attention.deformable_conv1d import DeformConv1d
@@ -114,6 +115,33 @@ def test_deform_conv2d_gradcheck(cls):
     names, params = zip(*m.named_parameters())
     assert torch.autograd.gradcheck(
         lambda x, *ps: torch.func.functional_call(m, dict(zip(names, ps)), (x,)), (x, *params))
+
+
+@pytest.mark.parametrize("randomised", [True, False], ids=["trained-offsets", "init-integer-locations"])
+@pytest.mark.parametrize("cls", MODULES_2D)
+@pytest.mark.parametrize("case", CASES_2D)
+def test_cpu_gathered_columns_match_torchvision_kernel(cls, case, randomised):
+    """The CPU path (bilinear gather + matmul) gives torchvision's value and every gradient, in float64,
+    including the kernel's one-sided offset derivative where every location is an integer (zero offsets)."""
+    m = (make_2d(cls, *case) if randomised else cls(case[0][1], *case[1:])).double()
+    x = torch.randn(case[0], dtype=torch.float64)
+    offset, mask = m._offset_and_mask(x)
+    leaves = {name: t.detach() for name, t in dict(x=x, offset=offset, weight=m.weight, bias=m.bias,
+                                                    mask=mask).items() if t is not None}
+
+    def kernel(x, offset, weight, bias=None, mask=None):
+        return deform_conv2d(x, offset, weight, bias, m.stride, m.padding, m.dilation, mask)
+
+    def gathered(x, offset, weight, bias=None, mask=None):
+        return m._conv_over_gathered_columns(x, offset, weight, bias, mask)
+
+    results = []
+    for conv in (kernel, gathered):
+        inputs = {name: t.clone().requires_grad_() for name, t in leaves.items()}
+        y = conv(**inputs)
+        results.append((y, *torch.autograd.grad(y.pow(2).sum(), list(inputs.values()))))
+    for kernel, gathered in zip(*results, strict=True):
+        torch.testing.assert_close(gathered, kernel, rtol=1e-10, atol=1e-10)
 
 
 def test_deform_conv2d_at_init_is_plain_conv():
