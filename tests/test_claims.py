@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnbench.sweep.claims import CLAIMS, Contrast, claim_rows, claims_table
+from attnbench.sweep.claims import CLAIM_STATEMENTS, CLAIMS, Contrast, claim_rows, claim_verdicts, claims_table
 from attnbench.sweep.stats import min_detectable_effect
 from test_paired_stats import compare, rows_of, run, store_frame
 
@@ -100,6 +100,24 @@ def test_contrast_weights_must_compare_gains():
     assert all(sum(w for _, w in c.weights) == 0 for c in CLAIMS)
 
 
+def test_a_claim_is_reproduced_where_every_tested_contrast_is_and_refuted_where_one_is():
+    rows = []
+    for task, gain_0011, gain_1111 in (("det", 0.05, 0.06), ("seg", 0.01, 0.08)):
+        rows += rows_of("baseline", BASE, task=task) + rows_of("0011", row_values(gain_0011, seed=1), task=task)
+        rows += rows_of("1111", row_values(gain_1111, seed=2), task=task)
+        rows += rows_of("0111", row_values(gain_0011 if task == "det" else 0.07, seed=3), task=task)
+    rows += rows_of("0010", row_values(0.0, noise=0.02, seed=4), task="det")  # C2's second contrast: undecided
+    table = claims_table(store_frame(rows))
+    verdicts = claim_verdicts(table).set_index("claim")
+    assert list(verdicts.index) == list(CLAIM_STATEMENTS) and list(verdicts.columns) == ["statement", "det", "seg"]
+    c1 = table[(table["claim"] == "C1") & (table["task"] == "det")]
+    assert verdicts.loc["C1", "det"] == "reproduced ({:+.3g}, p {}; {:+.3g}, p {})".format(
+        c1["mean"].iloc[0], compare.p_text(c1["p_holm"].iloc[0]), c1["mean"].iloc[1], compare.p_text(c1["p_holm"].iloc[1]))
+    assert verdicts.loc["C1", "seg"].startswith("refuted (")  # 0011 gains far less than 0011 -> 1111 there
+    assert verdicts.loc["C2", "det"].startswith("undecided (not run; ")  # 0110 not run, E3 alone undecided
+    assert verdicts.loc["C2", "seg"] == verdicts.loc["C5", "det"] == "not run"
+
+
 def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
     from attnbench.sweep.store import ResultsStore
 
@@ -110,5 +128,10 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| C1 " in out and "2 0011 - baseline - 1111" in out and "reproduced" in out
     assert "Family: each task's tested contrasts (Holm within it): det (mini) 1;" in out and "not run: 0110" in out
+    compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--format", "markdown"])
+    out = capsys.readouterr().out
+    assert "| C1      |" in out and "| reproduced (" in out and CLAIM_STATEMENTS["C3"] in out
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--claims", "--power"])
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path), "--by-claim"])

@@ -9,6 +9,7 @@
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
     python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
     python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
+    python tools/compare.py --results results/claims --claims --by-claim   # a line per claim, its verdict per task
     python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnbench.sweep import plan
-from attnbench.sweep.claims import claims_table
+from attnbench.sweep.claims import claim_verdicts, claims_table
 from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
                                     summarize)
 from attnbench.sweep.store import read_store_or_exit
@@ -155,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="the study's image claims C1-C5 instead (attnbench.sweep.claims): each as a contrast of rows "
                    "paired by seed, predicted positive, tested (paired t, or the sign test of learnt rules on the "
                    "diagnostic tasks), Holm-adjusted over each task's contrasts, with a verdict")
+    p.add_argument("--by-claim", action="store_true",
+                   help="with --claims: a line per claim instead, its verdict on each task (every tested contrast "
+                   "reproduced: reproduced; any refuted: refuted; else undecided) with each contrast's mean and "
+                   "Holm-adjusted p")
     p.add_argument("--cost", action="store_true",
                    help="where each run's time went instead: its wall time, training steps, validations and the "
                    "rest (set-up, FLOPs count, validation, logging), and that rest's share of the run")
@@ -176,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = p.parse_args(argv)
     if sum((args.effects, args.power, args.per_seed, args.claims, args.cost)) > 1:
         p.error("--effects, --power, --per-seed, --claims and --cost are different outputs: choose one")
+    if args.by_claim and not args.claims:
+        p.error("--by-claim needs --claims")
     if args.effect is not None and not args.power:
         p.error("--effect needs --power")
     if not 0 < args.alpha < args.power_target < 1:
@@ -219,7 +226,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if table.empty:
             p.error(f"no vision task in {args.results}: the claims are about images "
                     "(det, seg and the diagnostic tasks)")
-        print(claims_text(table, args.format, args.alpha))
+        if args.by_claim:
+            print(frame_text(claim_verdicts(table), args.format))
+        else:
+            print(claims_text(table, args.format, args.alpha))
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)

@@ -69,6 +69,16 @@ CLAIMS = (
 )
 
 
+#: Each claim in one line (the study's words, shortened), the claims' order.
+CLAIM_STATEMENTS = {
+    "C1": "query-independent terms bring much more than query-sensitive ones; E1 adds almost nothing",
+    "C2": "E2 and E3 are the important terms: 0110 is close to 1111, E3 alone improves on w/o",
+    "C3": "deformable convolution beats E2 alone",
+    "C4": "0010+deformable is the best trade-off: about 1111+deformable's accuracy",
+    "C5": "dynamic convolution falls behind E2, also in the same window",
+}
+
+
 def claim_rows(contrasts=CLAIMS) -> list[str]:
     """Every row the contrasts compare but the baseline, in the order they first appear (what a re-run trains)."""
     return [row for row in dict.fromkeys(r for c in contrasts for r in c.rows) if row != "baseline"]
@@ -142,3 +152,33 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
         min_detectable_effect(std, n, alpha / m, power) if verdict == "undecided" and test == "paired t" else math.nan
         for std, n, verdict, test, m in table[["std", "seeds", "verdict", "test", "family"]].itertuples(index=False)]
     return table
+
+
+def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim of a :func:`claims_table`, one column per task (and preset where a task has
+    several): the claim's verdict from its contrasts and, per contrast, its mean and Holm-adjusted p.
+
+    A claim is ``reproduced`` on a task when every contrast tested there is, ``refuted`` when any is,
+    ``undecided`` otherwise, and ``not run`` when none of its contrasts was tested; contrasts left
+    untested are listed as ``not run`` (or ``no test``) beside the others.
+    """
+    from .report import p_text
+
+    several_presets = table.groupby("task")["preset"].nunique().gt(1)
+    rows = {claim: {"claim": claim, "statement": statement} for claim, statement in CLAIM_STATEMENTS.items()}
+    for (task, preset, claim), contrasts in table.groupby(["task", "preset", "claim"], sort=False):
+        tested = contrasts[contrasts["p"].notna()]
+        if tested.empty:
+            word = "not run"
+        elif (tested["verdict"] == "refuted").any():
+            word = "refuted"
+        elif (tested["verdict"] == "reproduced").all():
+            word = "reproduced"
+        else:
+            word = "undecided"
+        details = [f"{mean:+.3g}, p {p_text(p_holm)}" if not pd.isna(p) else
+                   ("not run" if str(verdict).startswith("not run") else "no test")
+                   for mean, p, p_holm, verdict in contrasts[["mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
+        column = f"{task} ({preset})" if several_presets[task] else task
+        rows[claim][column] = word if word == "not run" else f"{word} ({'; '.join(details)})"
+    return pd.DataFrame(list(rows.values())).fillna("not run")
