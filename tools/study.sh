@@ -39,7 +39,8 @@
 #           110-112, for the trade-off plots only
 #   claims-flag, claims-side  the claims' rows on the diagnostic rules aimed at their terms (flag: C1, C2
 #           on det-flag and fcn-flag; flag-side: C3, C5 on det-flag-side), seeds 110-119
-#   claims-report  the claims table (claims.md) and the trade-off plots of results/claims
+#   claims-report  the claims table (claims.md), the verdict of each claim per task (verdicts.md) and the
+#           trade-off plots of results/claims
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -48,11 +49,15 @@
 # initialisation), so each row pairs with the baseline seed by seed (docs/sweep.md, "Reproducible,
 # paired runs"); `tools/compare.py --power` says how many seeds a difference needs.
 # Cost on the 2-core CPU this was written on (two runs at a time, one thread each), wall time per
-# run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training), nmt ~37 s: run the
+# run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training on torchvision's kernel, before
+# deformable convolution's faster CPU path: docs/mechanisms.md), nmt ~37 s: run the
 # parts in turn, each resumes where it stopped (docs/study.md, "Reproduction study at CPU scale").
 # results/mini-sweep/ holds the first study (398 runs), run before the protocol existed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The rest is one group that bash reads whole before running it: editing or pulling this file while
+# a part runs changes nothing of that run (bash would otherwise read on from an offset in the new text).
+{
 
 PYTHON=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-5}
@@ -137,9 +142,11 @@ for p in "${parts[@]}"; do
         claims-report)
             "$PYTHON" tools/compare.py --results results/claims --seeds 110-119 --claims --format markdown \
                 > results/claims/claims.md
+            "$PYTHON" tools/compare.py --results results/claims --seeds 110-119 --claims --by-claim --format markdown \
+                > results/claims/verdicts.md
             "$PYTHON" tools/plot.py --results results/claims
             "$PYTHON" tools/plot.py --results results/claims --cost attention
-            echo results/claims/claims.md ;;
+            echo results/claims/claims.md results/claims/verdicts.md ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"
@@ -153,3 +160,5 @@ if [ ${#failed[@]} -gt 0 ]; then
     echo "study.sh: runs failed in: ${failed[*]} (see $RESULTS/results.csv; rerunning the part redoes them)" >&2
     exit 1
 fi
+exit 0
+}
