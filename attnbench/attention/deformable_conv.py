@@ -65,9 +65,9 @@ def bilinear_gather(x: torch.Tensor, locations: torch.Tensor, weights: torch.Ten
     """``x`` read at fractional ``locations`` by bilinear sampling, zero outside the map, as torchvision's
     ``deform_conv2d`` samples (its corners, weights and one-sided derivative at integer locations):
 
-        out[n, c, k, p] = w[n, g, k, p] sum_r g(r_y, q_y) g(r_x, q_x) x[n, c, r],   q = locations[n, g, k, :, p]
+        out[n, c, k, p] = w[n, g, k, p] sum_r tent(r_y, q_y) tent(r_x, q_x) x[n, c, r],   q = locations[n, g, k, :, p]
 
-    with ``g(a, b) = max(0, 1 - |a - b|)`` and ``g`` the deform group of channel ``c``.
+    with ``tent(a, b) = max(0, 1 - |a - b|)`` and ``g`` the deform group of channel ``c``.
 
     Args:
         x: ``(N, C, H, W)``; its channels split into ``G`` groups of ``C / G``.
@@ -79,16 +79,16 @@ def bilinear_gather(x: torch.Tensor, locations: torch.Tensor, weights: torch.Ten
     """
     n, channels, height, width = x.shape
     groups, taps, positions = locations.shape[1], locations.shape[2], locations.shape[4]
-    y, x_ = locations.unbind(3)  # (N, G, K, P) each
-    y0, x0 = y.floor(), x_.floor()
-    ly, lx = y - y0, x_ - x0
+    row, col = locations.unbind(3)  # (N, G, K, P) each
+    row0, col0 = row.floor(), col.floor()
+    row_frac, col_frac = row - row0, col - col0
     index, corner_weights = [], []
-    for dy, wy in ((0, 1 - ly), (1, ly)):
-        for dx, wx in ((0, 1 - lx), (1, lx)):
-            yy, xx = y0 + dy, x0 + dx
-            inside = (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
-            index.append((yy.clamp(0, height - 1) * width + xx.clamp(0, width - 1)).long())
-            corner_weights.append(wy * wx * inside)
+    for row_step, row_weight in ((0, 1 - row_frac), (1, row_frac)):
+        for col_step, col_weight in ((0, 1 - col_frac), (1, col_frac)):
+            r, c = row0 + row_step, col0 + col_step
+            inside = (r >= 0) & (r < height) & (c >= 0) & (c < width)
+            index.append((r.clamp(0, height - 1) * width + c.clamp(0, width - 1)).long())
+            corner_weights.append(row_weight * col_weight * inside)
     corner_weights = torch.stack(corner_weights, dim=-1)  # (N, G, K, P, 4)
     if weights is not None:
         corner_weights = corner_weights * weights.unsqueeze(-1)
