@@ -257,6 +257,21 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
     points = sorted(map(tuple, np.concatenate(dots).tolist()))
     assert points == sorted([(0.0, x) for x in values["baseline"]] + [(1.0, x) for x in values["1111"]])
     assert ax.get_xlabel().startswith("attention GMACs")
+    assert "gate" not in ax.get_title()  # no run records a gate
+
+
+def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
+    from attnbench.sweep import report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+    rows = [dict(task="seg", preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5, status="ok",
+                 macs_model=1e9, macs_modules=0.0, params_model=1.0, gate_max=gate)
+            for v, gates in {"baseline": [None, None], "0010": [0.991, 1.024], "deformable": [None, None]}.items()
+            for s, gate in enumerate(gates)]
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    (ax,) = figures[0].axes
+    assert ax.get_title() == "seg (mini)\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)"
 
 
 def test_pareto_front():

@@ -474,12 +474,22 @@ def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return panels
 
 
+def gate_note(runs: pd.DataFrame) -> str:
+    """A panel title's second line: the range over the panel's gated runs of each run's largest final
+    |gamma| (``gate_max``; 0 would be a closed gate); empty where no run records one."""
+    gates = runs["gate_max"].dropna()
+    if gates.empty:
+        return ""
+    return f"\nlargest final gate |γ| per gated run: {gates.min():.3f}-{gates.max():.3f} ({len(gates)} runs)"
+
+
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
                    cost: str = "model") -> list[Path]:
     """Metric vs GMACs (``cost``: the model's or the attention's, :data:`COSTS`), one panel per task (and
     NMT slot; survey rows apart), three to a row: per row its mean ± std over seeds and each seed's run
     as a small dot (rules learnt or not show as two clusters), one marker per kind of row, the Pareto
-    frontier, every point named (labels moved apart by adjustText); PNG and SVG."""
+    frontier, every point named (labels moved apart by adjustText), and in each title how far the runs'
+    gates ended open (:func:`gate_note`); PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -500,7 +510,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         x = points[column] / 1e9
         front = pareto_front(points, column)
         ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
-        seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value"]], on=_GROUP)
+        seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value", "gate_max"]], on=_GROUP)
         for kind, (label, marker, color) in ROW_KINDS.items():
             mine = points["kind"] == kind
             if mine.any():
@@ -517,7 +527,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds, dots: seeds)")
-        ax.set_title(title)
+        ax.set_title(title + gate_note(seeds), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
         adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax,
