@@ -22,6 +22,14 @@ def test_samples_label_each_column_by_the_flag_side_its_colour_names():
                 assert bool(target[i, 0, 0, column]) == (flag_on_left == yellow)
 
 
+def test_background_adds_one_constant_to_channel_2_only():
+    plain, target, mask = toy.samples(8, torch.Generator().manual_seed(1))
+    shifted, target_shifted, mask_shifted = toy.samples(8, torch.Generator().manual_seed(1), background=0.5)
+    torch.testing.assert_close(shifted[:, 2] - plain[:, 2], torch.full_like(plain[:, 2], 0.5))
+    assert torch.equal(shifted[:, [0, 1, 3]], plain[:, [0, 1, 3]])
+    assert torch.equal(target, target_shifted) and torch.equal(mask, mask_shifted)
+
+
 def test_e4_alone_learns_the_side_rule_and_e3_alone_cannot():
     """E4 weighs keys by their offset only: two heads leaning left and right carry the flag's colour from each
     side. E3 gives every query the same context, so the read-out cannot tell the sides apart."""

@@ -30,7 +30,9 @@
 #           0010, deformable at the fresh seeds 40-43, into results/protocol
 #   side-screen  the fourth position rule (det-flag-side: the flag's side, read through its colour) under the
 #           protocol: baseline, 0010, 0001, 0100, 1111, deformable at the fresh seeds 60-63, into results/protocol
-#   side-confirm  the row the side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
+#   side-lr-screen  det-flag-side again, the position terms' parameters 10 times faster (0001:lr=10,
+#           0100:lr=10, 1111:lr=10) and the baseline at the fresh seeds 80-83, into results/protocol
+#   side-confirm  the row a side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
 #           fresh seeds 70-79, into results/protocol
 #   claims-det, claims-seg  the study's image claims re-run under the protocol (docs/study.md, "The claims
 #           re-run"): the rows of the claims' contrasts (attnbench.sweep.claims) at the seeds 110-119 fixed
@@ -90,8 +92,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -125,7 +127,10 @@ for p in "${parts[@]}"; do
         side-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
             sweep --tasks det-flag-side --factors 0010,0001,0100,1111 --modules deformable --seeds 60-63 \
                 --results results/protocol ;;
-        side-confirm)  # the row the side screen chose, against the baseline, on the seeds fixed before it
+        side-lr-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks det-flag-side --modules 0001:lr=10,0100:lr=10,1111:lr=10 --seeds 80-83 \
+                --results results/protocol ;;
+        side-confirm)  # the row a side screen chose, against the baseline, on the seeds fixed before it
             [ -n "$ROWS" ] || { echo "study.sh: side-confirm needs ROWS=<the row the side screen chose>" >&2; exit 2; }
             sweep --tasks det-flag-side --modules "$ROWS" --seeds 70-79 --results results/protocol ;;
         claims-det | claims-seg)  # every row of a claim's contrast, seeds fixed with the predictions
