@@ -272,6 +272,7 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
     plot_tradeoffs(pd.DataFrame(rows), "plot")
     (ax,) = figures[0].axes
     assert ax.get_title() == "seg (mini)\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)"
+    assert report.gate_note(pd.DataFrame({"gate_max": [0.9925, None]})).endswith(": 0.993 (1 run)")
 
 
 def test_pareto_front():

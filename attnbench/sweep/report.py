@@ -480,7 +480,9 @@ def gate_note(runs: pd.DataFrame) -> str:
     gates = runs["gate_max"].dropna()
     if gates.empty:
         return ""
-    return f"\nlargest final gate |γ| per gated run: {gates.min():.3f}-{gates.max():.3f} ({len(gates)} runs)"
+    low, high = f"{gates.min():.3f}", f"{gates.max():.3f}"
+    spread = low if low == high else f"{low}-{high}"
+    return f"\nlargest final gate |γ| per gated run: {spread} ({len(gates)} run{'s' if len(gates) > 1 else ''})"
 
 
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
@@ -495,6 +497,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from adjustText import adjust_text
+    from matplotlib.ticker import MaxNLocator
 
     column, xlabel = COSTS[cost]
     panels = plot_panels(summarize(results))
@@ -525,6 +528,8 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
             ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
                        marker="x", color="black", label="published (mmdet model zoo), not measured")
         labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # GMACs that differ in the 4th digit
+        ax.ticklabel_format(useOffset=False)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds, dots: seeds)")
         ax.set_title(title + gate_note(seeds), fontsize=10)
