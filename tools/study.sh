@@ -34,6 +34,10 @@
 #           0100:lr=10, 1111:lr=10) and the baseline at the fresh seeds 80-83, into results/protocol
 #   side-confirm  the row a side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
 #           fresh seeds 70-79, into results/protocol
+#   side-fcn-screen  the position rule on the FCN segmentor (fcn-flag-side): baseline, 0001, 0100, 1111
+#           at the fresh seeds 84-87, into results/protocol
+#   side-fcn-confirm  the row that screen chose (ROWS=<row>) against the baseline on fcn-flag-side at the
+#           fresh seeds 90-99, into results/protocol
 #   claims-det, claims-seg  the study's image claims re-run under the protocol (docs/study.md, "The claims
 #           re-run"): the rows of the claims' contrasts (attnbench.sweep.claims) at the seeds 110-119 fixed
 #           with the predictions, into results/claims
@@ -92,8 +96,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -133,6 +137,11 @@ for p in "${parts[@]}"; do
         side-confirm)  # the row a side screen chose, against the baseline, on the seeds fixed before it
             [ -n "$ROWS" ] || { echo "study.sh: side-confirm needs ROWS=<the row the side screen chose>" >&2; exit 2; }
             sweep --tasks det-flag-side --modules "$ROWS" --seeds 70-79 --results results/protocol ;;
+        side-fcn-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks fcn-flag-side --factors 0001,0100,1111 --seeds 84-87 --results results/protocol ;;
+        side-fcn-confirm)  # the row the FCN side screen chose, against the baseline, on the seeds fixed before it
+            [ -n "$ROWS" ] || { echo "study.sh: side-fcn-confirm needs ROWS=<the row the screen chose>" >&2; exit 2; }
+            sweep --tasks fcn-flag-side --modules "$ROWS" --seeds 90-99 --results results/protocol ;;
         claims-det | claims-seg)  # every row of a claim's contrast, seeds fixed with the predictions
             sweep --tasks "${p#claims-}" --modules "$(claim_rows)" --seeds 110-119 \
                 --results results/claims ;;
