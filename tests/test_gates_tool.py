@@ -50,7 +50,7 @@ def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "a0", "0010", 0, gated(0.5))  # the store's value wins over the checkpoint
     add_run(store, rows, "d0", "deformable", 0, None)
-    rows[0].update(gate_max=0.25)
+    rows[0].update(gate_max=0.25, gate_loss_max=0.125)
     rows[1].update(offset_mean_px=0.75)
     pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
     out = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), "--runs"],
@@ -58,6 +58,7 @@ def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     (gate_line,) = [l for l in out.splitlines() if "0010" in l]
     (offset_line,) = [l for l in out.splitlines() if "deformable" in l]
     assert "0.2500" in gate_line and "0.5000" not in gate_line and "0.7500" in offset_line
+    assert "0.1250" in gate_line  # how far the loss moved the gate
     assert "record no gate" not in out
 
 

@@ -1,5 +1,6 @@
 """Paired statistics of the report: runs of a row and of the baseline at one seed that share a protocol."""
 import io
+import math
 import sys
 from pathlib import Path
 
@@ -67,6 +68,18 @@ def test_table_shows_paired_p_and_marks_welch_p_unpaired():
     assert table["class-agnostic AP"].to_dict() == {"baseline": "0.4000", "1111": "0.5000", "0010": ""}
     seg = store_frame([{**r, "task": "seg"} for r in rows_of("baseline", BASELINE) + rows_of("0010", ALL_ON)])
     assert "class-agnostic AP" not in comparison_table(seg, "csv")
+
+
+def test_table_shows_the_gates_range_and_how_far_the_loss_moved_them_where_recorded():
+    rows = (rows_of("baseline", BASELINE) + rows_of("1111", ALL_ON, gate_max=0.98)
+            + [run("0010", seed, 0.3, gate_max=gate, gate_loss_max=moved)
+               for seed, (gate, moved) in enumerate([(0.9, 0.01), (1.1, 0.2), (1.0, math.nan)])])
+    table = pd.read_csv(io.StringIO(comparison_table(store_frame(rows), "csv")), dtype=str,
+                        keep_default_na=False).set_index("variant")
+    assert table["gate |γ|"].to_dict() == {"baseline": "", "1111": "0.980", "0010": "0.900-1.100"}
+    assert table["gate moved by loss"].to_dict() == {"baseline": "", "1111": "", "0010": "0.010-0.200"}
+    older = comparison_table(store_frame(rows_of("baseline", BASELINE) + rows_of("1111", ALL_ON, gate_max=0.98)), "csv")
+    assert "gate |γ|" in older and "gate moved by loss" not in older  # rows from before the column
 
 
 def test_rows_fall_back_to_unpaired_when_the_protocol_differs_or_is_missing():

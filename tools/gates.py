@@ -6,10 +6,12 @@ and the mean length of the deformable convolutions' offsets.
 Gated blocks add ``gamma * branch(x)`` to their input with ``gamma`` at 0 at init (mmcv's, unless the
 variant sets ``gate``), so a gate that stays near 0 means the block barely took part in the run;
 deformable convolutions start with zero offsets. Each run's store row records both since they were
-added (``gate_max``, ``offset_mean_px``: attnbench.mm.hooks.OpeningHook); for older rows the gates
+added (``gate_max``, ``offset_mean_px``: attnbench.mm.hooks.OpeningHook), and later how far the loss,
+not weight decay, moved the gates (``gate_loss_max``); for rows from before the first two the gates
 are read from the run's last checkpoint under RESULTS/runs/<run id>/ (runs with neither are skipped
 and counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the
-smallest and largest of those, and the mean offset length in pixels; ``--runs`` lists every run.
+smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, and the mean
+offset length in pixels; ``--runs`` lists every run.
 """
 import argparse
 import math
@@ -33,7 +35,8 @@ def checkpoint_gate_max(run_dir: Path) -> float | None:
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
-    """One row per finished run with a gate or an offset (``gate_max``, ``offset_mean_px``), and how many
+    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``offset_mean_px``),
+    and how many
     attention runs record neither and have no checkpoint left to read their gates from."""
     rows, missing = [], 0
     for run in results[results["status"] == "ok"].to_dict("records"):
@@ -44,7 +47,8 @@ def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
             gate = math.nan if from_checkpoint is None else from_checkpoint
         if not (math.isnan(gate) and math.isnan(offset)):
             rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
-                             gate_max=gate, offset_mean_px=offset))
+                             gate_max=gate, gate_loss_max=float(run.get("gate_loss_max", math.nan)),
+                             offset_mean_px=offset))
     return pd.DataFrame(rows), missing
 
 
@@ -63,7 +67,8 @@ def main() -> None:
     if not args.runs:
         table = table.groupby(["task", "preset", "variant"], sort=False).agg(
             runs=("seed", "size"), mean_gate_max=("gate_max", "mean"), lowest=("gate_max", "min"),
-            highest=("gate_max", "max"), mean_offset_px=("offset_mean_px", "mean")).reset_index()
+            highest=("gate_max", "max"), mean_gate_loss_max=("gate_loss_max", "mean"),
+            highest_gate_loss_max=("gate_loss_max", "max"), mean_offset_px=("offset_mean_px", "mean")).reset_index()
     table = table.dropna(axis=1, how="all")
     print(table.to_markdown(index=False, floatfmt=".4f") if args.format == "markdown"
           else table.to_string(index=False, float_format="%.4f"))

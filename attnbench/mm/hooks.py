@@ -75,9 +75,53 @@ class RunSummaryHook(Hook):
             run.summary.update(self.extra | self.metrics | {"train_seconds": self.train_seconds})
 
 
+def is_gate(name: str) -> bool:
+    """Whether a parameter or state-dict key names a residual gate (``gamma`` or ``gamma_*``)."""
+    return name.rsplit(".", 1)[-1].split("_")[0] == "gamma"
+
+
 def gate_magnitudes(state: Mapping[str, torch.Tensor]) -> list[float]:
-    """|gamma| of every residual gate (a tensor named ``gamma`` or ``gamma_*``) of a state dict."""
-    return [float(v.abs().max()) for k, v in state.items() if k.rsplit(".", 1)[-1].split("_")[0] == "gamma"]
+    """|gamma| of every residual gate of a state dict."""
+    return [float(v.abs().max()) for k, v in state.items() if is_gate(k)]
+
+
+class DecayOnlyGate:
+    """Where a gate would be had the loss never reached it: a copy of the gate stepped, after each step
+    of the run's optimizer, by a copy of that optimizer with the gate's group's current hyperparameters
+    (the learning rate as scheduled, momentum, weight decay) and a zero gradient.
+
+    For SGD, whose step is linear in the parameter and its gradient jointly, ``gate - decay-only gate``
+    is exactly the part of the gate's path that the loss's gradients made; for other optimizers it is
+    the distance from where weight decay alone would have taken the gate.
+    """
+
+    def __init__(self, gate: torch.nn.Parameter, optimizer: torch.optim.Optimizer):
+        self.gate = gate
+        self.group = next(g for g in optimizer.param_groups if any(p is gate for p in g["params"]))
+        self.copy = gate.detach().clone().requires_grad_()
+        self.copy.grad = torch.zeros_like(self.copy)
+        self.optimizer = type(optimizer)([{**self._hyperparameters(), "params": [self.copy]}])
+
+    def _hyperparameters(self) -> dict:
+        return {k: v for k, v in self.group.items() if k != "params"}
+
+    def step(self) -> None:
+        """Step the copy as the run's optimizer stepped the gate (not at all where the gate had no gradient)."""
+        if self.gate.grad is not None:
+            self.optimizer.param_groups[0].update(self._hyperparameters())
+            self.optimizer.step()
+
+    def moved_by_loss(self) -> float:
+        """max |gate - decay-only gate|."""
+        return float((self.gate.detach() - self.copy.detach()).abs().max())
+
+    def state_dict(self) -> dict:
+        return {"value": self.copy.detach().clone(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        with torch.no_grad():
+            self.copy.copy_(state["value"])
+        self.optimizer.load_state_dict(state["optimizer"])
 
 
 @HOOKS.register_module()
@@ -87,16 +131,48 @@ class OpeningHook(Hook):
 
     - ``gate_max``: the largest final |gamma| of the residual gates ``y = x + gamma * branch(x)``
       (0 at mmcv's initialisation: a gate still near 0 means the block barely took part); NaN without any;
+    - ``gate_loss_max``: the largest final |gamma - gamma_decay| over the gates, ``gamma_decay`` the gate
+      stepped by weight decay alone (:class:`DecayOnlyGate`): how far the loss moved a gate (weight
+      decay alone takes a gate started at 1 towards 0); NaN without gates or for a run resumed from a
+      checkpoint without the decay-only copies;
     - ``offset_mean_px``: the mean length ``sqrt(dy^2 + dx^2)`` of the deformable convolutions' offsets
       (0 at init) over the last validation, in pixels of each convolution's input; NaN without any.
+
+    The decay-only copies travel in the run's checkpoints (``checkpoint_key``), so a resumed run goes on
+    from where its copies were.
     """
 
     priority = "VERY_HIGH"  # before RunSummaryHook, which writes the W&B summary at the end of the run
+    checkpoint_key = "attnbench_decay_only_gates"
 
     def __init__(self, summary: dict):
         self.summary = summary
-        self._handles: list = []
+        self._offset_hooks: list = []
         self._lengths: list[torch.Tensor] = []
+        self._decay_only: dict[str, DecayOnlyGate] | None = None  # None: not followed (no gates, or lost on resume)
+        self._loaded: dict | None = None
+        self._step_hook = None
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        self._loaded = checkpoint.get(self.checkpoint_key)
+
+    def before_train(self, runner) -> None:
+        optimizer = getattr(runner.optim_wrapper, "optimizer", None)  # one optimizer (not an OptimWrapperDict)
+        gates = {name: p for name, p in unwrapped_model(runner).named_parameters() if is_gate(name) and p.requires_grad}
+        if optimizer is None or not gates or (runner.iter > 0 and self._loaded is None):
+            return
+        self._decay_only = {name: DecayOnlyGate(gate, optimizer) for name, gate in gates.items()}
+        for name, state in (self._loaded or {}).items():
+            self._decay_only[name].load_state_dict(state)
+        self._step_hook = optimizer.register_step_post_hook(self._step_decay_only)
+
+    def _step_decay_only(self, optimizer, args, kwargs) -> None:
+        for gate in self._decay_only.values():
+            gate.step()
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        if self._decay_only is not None:
+            checkpoint[self.checkpoint_key] = {name: gate.state_dict() for name, gate in self._decay_only.items()}
 
     def before_val_epoch(self, runner) -> None:
         from attnbench.attention.deformable_conv import _DeformConv2dBase
@@ -104,7 +180,7 @@ class OpeningHook(Hook):
         self._lengths = []
         for module in unwrapped_model(runner).modules():
             if isinstance(module, _DeformConv2dBase):
-                self._handles.append(module.conv_offset.register_forward_hook(self._offset_hook(module)))
+                self._offset_hooks.append(module.conv_offset.register_forward_hook(self._offset_hook(module)))
 
     def _offset_hook(self, module):
         num_offsets = 2 * module.deform_groups * module.kernel_size[0] * module.kernel_size[1]
@@ -116,14 +192,19 @@ class OpeningHook(Hook):
         return record
 
     def after_val_epoch(self, runner, metrics=None) -> None:
-        for handle in self._handles:
+        for handle in self._offset_hooks:
             handle.remove()
-        self._handles = []
+        self._offset_hooks = []
         self.summary["offset_mean_px"] = float(torch.cat(self._lengths).mean()) if self._lengths else math.nan
 
     def after_train(self, runner) -> None:
         gates = gate_magnitudes(unwrapped_model(runner).state_dict())
         self.summary["gate_max"] = max(gates) if gates else math.nan
+        moved = [gate.moved_by_loss() for gate in (self._decay_only or {}).values()]
+        self.summary["gate_loss_max"] = max(moved) if moved else math.nan
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
 
 
 def unwrapped_model(runner) -> torch.nn.Module:

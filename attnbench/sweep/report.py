@@ -41,18 +41,24 @@ _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
-    and ``value_context`` (and ``gate_max``, ``offset_mean_px``, ``mass_context``, ``mass_context_chance``) NaN
+    and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``offset_mean_px``, ``mass_context``,
+    ``mass_context_chance``) NaN
     where the store has no such column, and ``learnt``: whether the run learnt its diagnostic rule (context
     accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
-    for column in ("value_class_agnostic", "value_context", "gate_max", "offset_mean_px", "mass_context",
-                   "mass_context_chance"):
+    for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "offset_mean_px",
+                   "mass_context", "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
     ok["learnt"] = ok["value_context"] >= LEARNT_THRESHOLD
     return ok
+
+
+def _range_text(low: float, high: float) -> str:
+    """``0.990-1.020``, one value where both are equal, blank where there is none."""
+    return "" if pd.isna(low) else f"{low:.3f}" if low == high else f"{low:.3f}-{high:.3f}"
 
 
 def _protocol_text(value) -> str:
@@ -138,8 +144,10 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     preset and slot, all compared with the same reference.
 
     How far the attention opened: ``gate_lowest`` and ``gate_highest``, the smallest and largest of the
-    runs' ``gate_max`` (each run's largest final |gamma|), and ``offset_px``, the mean of the runs'
-    ``offset_mean_px`` (deformable offsets, pixels); NaN where no run records them.
+    runs' ``gate_max`` (each run's largest final |gamma|), ``gate_loss_lowest`` and ``gate_loss_highest``
+    the same of ``gate_loss_max`` (how far the loss, not weight decay, moved each run's gates), and
+    ``offset_px``, the mean of the runs' ``offset_mean_px`` (deformable offsets, pixels); NaN where no run
+    records them.
 
     Where the attention looked: ``mass`` and ``mass_chance``, the means of the runs' ``mass_context`` (the
     attention mass of the object queries on their deciding context) and ``mass_context_chance`` (the
@@ -156,6 +164,7 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
         learnt=("learnt", "sum"), context_seeds=("value_context", "count"), macs_model=("macs_model", "mean"),
         macs_modules=("macs_modules", "mean"), params_model=("params_model", "mean"),
         gate_lowest=("gate_max", "min"), gate_highest=("gate_max", "max"),
+        gate_loss_lowest=("gate_loss_max", "min"), gate_loss_highest=("gate_loss_max", "max"),
         offset_px=("offset_mean_px", "mean"), mass=("mass_context", "mean"),
         mass_chance=("mass_context_chance", "mean")).reset_index()
     summary["std"] = summary["std"].fillna(0.0)
@@ -223,7 +232,8 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
     p of the paired differences; for detection, ``class-agnostic AP`` (blank where the store has none);
     for the diagnostic tasks, ``context accuracy``, ``learnt`` (``k/n``: k of the n runs learnt the rule)
     and ``p_exact``, McNemar's exact p where runs pair, else Fisher's followed by ``u``; where runs record
-    them, ``gate |γ|`` (the range over the runs of their largest final gate) and ``offset px`` (mean
+    them, ``gate |γ|`` (the range over the runs of their largest final gate), ``gate moved by loss`` (the
+    range of ``gate_loss_max``: how far the loss, not weight decay, moved the gates) and ``offset px`` (mean
     deformable offset length) and ``context mass (chance)`` (the mean attention mass on the deciding
     context, and in brackets uniform attention's); and the model's and attention's MACs. ``reference``
     compares every row with that row instead of the baseline (:func:`summarize`).
@@ -249,9 +259,9 @@ def comparison_table(results: pd.DataFrame, fmt: str = "markdown", reference: st
     if s["context"].notna().any():
         columns["learnt"] = [f"{k}/{n}" if n else "" for k, n in zip(s["learnt"], s["context_seeds"])]
         columns["p_exact"] = list(map(p_text, s["exact_p"], s["exact_paired"].eq(True).map({True: "", False: "u"})))
-    if s["gate_highest"].notna().any():
-        columns["gate |γ|"] = ["" if pd.isna(low) else f"{low:.3f}" if low == high else f"{low:.3f}-{high:.3f}"
-                               for low, high in zip(s["gate_lowest"], s["gate_highest"])]
+    for column, label in (("gate", "gate |γ|"), ("gate_loss", "gate moved by loss")):
+        if s[f"{column}_highest"].notna().any():
+            columns[label] = list(map(_range_text, s[f"{column}_lowest"], s[f"{column}_highest"]))
     if s["offset_px"].notna().any():
         columns["offset px"] = ["" if pd.isna(x) else f"{x:.2f}" for x in s["offset_px"]]
     if s["mass"].notna().any():
