@@ -4,12 +4,15 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import torch
 
 from attnbench.attention import GeneralizedAttention, SqueezeExcite
 from attnbench.sweep.store import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import gates  # noqa: E402  tools/gates.py
 
 
 def add_run(store: Path, rows: list, run_id: str, variant: str, seed: int, model: torch.nn.Module | None) -> None:
@@ -69,3 +72,23 @@ def test_a_store_without_gated_checkpoints_says_so(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store)],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "no run of" in result.stderr and "records a residual gate" in result.stderr
+
+
+def test_decay_only_replays_the_configs_schedule_in_float64(tmp_path):
+    config = tmp_path / "sgd_poly.py"
+    config.write_text("optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='SGD', lr=0.1, momentum=0.9, "
+                      "weight_decay=0.05))\nparam_scheduler = [dict(type='PolyLR', power=1.0, eta_min=0.0, begin=0, "
+                      "end=12, by_epoch=False)]\ntrain_cfg = dict(type='IterBasedTrainLoop', max_iters=12)\n")
+    p, momentum_buffer = 1.0, 0.0
+    for t in range(12):  # SGD with momentum and weight decay, gradient 0; mmengine's PolyLR reaches 0 at t = 11
+        momentum_buffer = 0.9 * momentum_buffer + 0.05 * p
+        p -= 0.1 * (1 - t / 11) * momentum_buffer
+    assert gates.decay_only_gate(str(config)) == (pytest.approx(p, abs=1e-6), 12)
+    assert p < 0.9  # the decay is visible
+
+    epochs = tmp_path / "epochs.py"
+    epochs.write_text(config.read_text().replace("dict(type='IterBasedTrainLoop', max_iters=12)",
+                                                 "dict(type='EpochBasedTrainLoop', max_epochs=2)"))
+    result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--decay-only", str(epochs)],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "trains by epoch" in result.stderr

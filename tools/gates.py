@@ -2,6 +2,7 @@
 and the mean length of the deformable convolutions' offsets.
 
     python tools/gates.py --results results/flags [--runs] [--format text|markdown]
+    python tools/gates.py --decay-only configs/segmentation/deeplabv3_r50w8-d8-attn1111_mini-shapes-128x128.py
 
 Gated blocks add ``gamma * branch(x)`` to their input with ``gamma`` at 0 at init (mmcv's, unless the
 variant sets ``gate``), so a gate that stays near 0 means the block barely took part in the run;
@@ -11,7 +12,9 @@ not weight decay, moved the gates (``gate_loss_max``); for rows from before the 
 are read from the run's last checkpoint under RESULTS/runs/<run id>/ (runs with neither are skipped
 and counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the
 smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, and the mean
-offset length in pixels; ``--runs`` lists every run.
+offset length in pixels; ``--runs`` lists every run. ``--decay-only CONFIG`` prints where weight decay
+alone takes a gate under CONFIG's optimizer and learning-rate schedule (its gradient always 0): the
+value a gate ends at when the loss never moves it.
 """
 import argparse
 import math
@@ -32,6 +35,29 @@ def checkpoint_gate_max(run_dir: Path) -> float | None:
         return None
     gates = gate_magnitudes(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
     return max(gates) if gates else math.nan
+
+
+def decay_only_gate(config: str, start: float = 1.0) -> tuple[float, int]:
+    """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and iteration-based schedule take a
+    parameter named ``gamma`` started at ``start`` whose gradient is always 0; and the iterations."""
+    from mmengine.config import Config
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import PARAM_SCHEDULERS, init_default_scope
+
+    cfg = Config.fromfile(config)
+    if "max_iters" not in cfg.train_cfg:
+        raise SystemExit(f"gates.py: {config} trains by epoch; --decay-only needs an iteration-based schedule")
+    init_default_scope(cfg.get("default_scope", "mmengine"))
+    holder = torch.nn.Module()
+    holder.gamma = torch.nn.Parameter(torch.tensor(float(start)))
+    optim_wrapper = build_optim_wrapper(holder, cfg.optim_wrapper)
+    schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optim_wrapper)) for s in cfg.get("param_scheduler") or []]
+    for _ in range(cfg.train_cfg.max_iters):  # as mmengine's loop: the step, then the schedulers
+        holder.gamma.grad = torch.zeros_like(holder.gamma)
+        optim_wrapper.step()
+        for scheduler in schedulers:
+            scheduler.step()
+    return holder.gamma.item(), cfg.train_cfg.max_iters
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
@@ -57,7 +83,14 @@ def main() -> None:
     p.add_argument("--results", default="results/sweep", help="results folder (default: results/sweep)")
     p.add_argument("--runs", action="store_true", help="one line per run instead of per variant")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
+    p.add_argument("--decay-only", metavar="CONFIG",
+                   help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule")
     args = p.parse_args()
+    if args.decay_only:
+        value, iterations = decay_only_gate(args.decay_only)
+        print(f"weight decay alone takes a gate started at 1 to {value:.4f} in {iterations} iterations "
+              f"of {args.decay_only}'s optimizer and schedule")
+        return
 
     table, missing = opening(read_store_or_exit(args.results, "gates.py"), Path(args.results))
     if table.empty:
