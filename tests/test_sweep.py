@@ -276,6 +276,9 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
     (ax,) = figures[0].axes
     assert ax.get_title() == "seg (mini)\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)"
     assert report.gate_note(pd.DataFrame({"gate_max": [0.9925, None]})).endswith(": 0.993 (1 run)")
+    moved = report.gate_note(pd.DataFrame({"gate_max": [0.99, 1.02, 0.98], "gate_loss_max": [0.015, 0.05, None]}))
+    assert moved == ("\nlargest final gate |γ| per gated run: 0.980-1.020 (3 runs)"
+                     "\ngate moved by the loss (not weight decay): 0.015-0.050 (2 runs)")
 
 
 def test_pareto_front():

@@ -486,13 +486,21 @@ def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def gate_note(runs: pd.DataFrame) -> str:
     """A panel title's second line: the range over the panel's gated runs of each run's largest final
-    |gamma| (``gate_max``; 0 would be a closed gate); empty where no run records one."""
+    |gamma| (``gate_max``; 0 would be a closed gate) and, where runs record it, of how far the loss
+    moved their gates (``gate_loss_max``); empty where no run records a gate."""
     gates = runs["gate_max"].dropna()
     if gates.empty:
         return ""
-    low, high = f"{gates.min():.3f}", f"{gates.max():.3f}"
-    spread = low if low == high else f"{low}-{high}"
-    return f"\nlargest final gate |γ| per gated run: {spread} ({len(gates)} run{'s' if len(gates) > 1 else ''})"
+    note = f"\nlargest final gate |γ| per gated run: {_range_text(gates.min(), gates.max())} ({_runs_text(gates)})"
+    moved = runs.get("gate_loss_max", pd.Series(dtype=float)).dropna()
+    if not moved.empty:
+        note += (f"\ngate moved by the loss (not weight decay): {_range_text(moved.min(), moved.max())} "
+                 f"({_runs_text(moved)})")
+    return note
+
+
+def _runs_text(values: pd.Series) -> str:
+    return f"{len(values)} run{'s' if len(values) > 1 else ''}"
 
 
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
@@ -523,7 +531,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         x = points[column] / 1e9
         front = pareto_front(points, column)
         ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
-        seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value", "gate_max"]], on=_GROUP)
+        seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value", "gate_max", "gate_loss_max"]], on=_GROUP)
         for kind, (label, marker, color) in ROW_KINDS.items():
             mine = points["kind"] == kind
             if mine.any():
