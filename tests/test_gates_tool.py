@@ -86,9 +86,17 @@ def test_decay_only_replays_the_configs_schedule_in_float64(tmp_path):
     assert gates.decay_only_gate(str(config)) == (pytest.approx(p, abs=1e-6), 12)
     assert p < 0.9  # the decay is visible
 
-    epochs = tmp_path / "epochs.py"
-    epochs.write_text(config.read_text().replace("dict(type='IterBasedTrainLoop', max_iters=12)",
-                                                 "dict(type='EpochBasedTrainLoop', max_epochs=2)"))
+    epochs = tmp_path / "epochs.py"  # 3 epochs of 4 iterations, lr x 0.5 after epoch 1 and iteration-based warmup
+    epochs.write_text(config.read_text().split("param_scheduler")[0]
+                      + "param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, begin=0, end=2), "
+                        "dict(type='MultiStepLR', by_epoch=True, begin=0, end=3, milestones=[1], gamma=0.5)]\n"
+                        "train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=3)\n")
+    lrs = [0.05, 0.1, 0.1, 0.1] + [0.05] * 8  # warmup to iteration 2, then halved from epoch 1 on
+    p, momentum_buffer = 1.0, 0.0
+    for lr in lrs:
+        momentum_buffer = 0.9 * momentum_buffer + 0.05 * p
+        p -= lr * momentum_buffer
+    assert gates.decay_only_gate(str(epochs), iters_per_epoch=4) == (pytest.approx(p, abs=1e-6), 12)
     result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--decay-only", str(epochs)],
                             capture_output=True, text=True)
-    assert result.returncode != 0 and "trains by epoch" in result.stderr
+    assert result.returncode != 0 and "trains by epoch; give --iters-per-epoch" in result.stderr

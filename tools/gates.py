@@ -3,6 +3,7 @@ and the mean length of the deformable convolutions' offsets.
 
     python tools/gates.py --results results/flags [--runs] [--format text|markdown]
     python tools/gates.py --decay-only configs/segmentation/deeplabv3_r50w8-d8-attn1111_mini-shapes-128x128.py
+    python tools/gates.py --decay-only configs/detection/faster-rcnn_r50w8-attn1111_fpn_mini-shapes.py --iters-per-epoch 50
 
 Gated blocks add ``gamma * branch(x)`` to their input with ``gamma`` at 0 at init (mmcv's, unless the
 variant sets ``gate``), so a gate that stays near 0 means the block barely took part in the run;
@@ -14,7 +15,8 @@ and counted). Per variant: the runs read, the mean of the largest |gamma| of eac
 smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, and the mean
 offset length in pixels; ``--runs`` lists every run. ``--decay-only CONFIG`` prints where weight decay
 alone takes a gate under CONFIG's optimizer and learning-rate schedule (its gradient always 0): the
-value a gate ends at when the loss never moves it.
+value a gate ends at when the loss never moves it (``--iters-per-epoch`` for a config that trains by
+epoch: its training images over the batch size).
 """
 import argparse
 import math
@@ -37,27 +39,37 @@ def checkpoint_gate_max(run_dir: Path) -> float | None:
     return max(gates) if gates else math.nan
 
 
-def decay_only_gate(config: str, start: float = 1.0) -> tuple[float, int]:
-    """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and iteration-based schedule take a
-    parameter named ``gamma`` started at ``start`` whose gradient is always 0; and the iterations."""
+def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: float = 1.0) -> tuple[float, int]:
+    """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and learning-rate schedule take a
+    parameter named ``gamma`` started at ``start`` whose gradient is always 0; and the iterations.
+    A config that trains by epoch needs ``iters_per_epoch``."""
     from mmengine.config import Config
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import PARAM_SCHEDULERS, init_default_scope
 
     cfg = Config.fromfile(config)
-    if "max_iters" not in cfg.train_cfg:
-        raise SystemExit(f"gates.py: {config} trains by epoch; --decay-only needs an iteration-based schedule")
+    if "max_iters" in cfg.train_cfg:
+        epochs, iters_per_epoch = 1, cfg.train_cfg.max_iters
+    elif iters_per_epoch is None:
+        raise SystemExit(f"gates.py: {config} trains by epoch; give --iters-per-epoch (training images / batch size)")
+    else:
+        epochs = cfg.train_cfg.max_epochs
     init_default_scope(cfg.get("default_scope", "mmengine"))
     holder = torch.nn.Module()
     holder.gamma = torch.nn.Parameter(torch.tensor(float(start)))
     optim_wrapper = build_optim_wrapper(holder, cfg.optim_wrapper)
     schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optim_wrapper)) for s in cfg.get("param_scheduler") or []]
-    for _ in range(cfg.train_cfg.max_iters):  # as mmengine's loop: the step, then the schedulers
-        holder.gamma.grad = torch.zeros_like(holder.gamma)
-        optim_wrapper.step()
+    for _ in range(epochs):  # as mmengine's loop and ParamSchedulerHook: the step, then the schedulers
+        for _ in range(iters_per_epoch):
+            holder.gamma.grad = torch.zeros_like(holder.gamma)
+            optim_wrapper.step()
+            for scheduler in schedulers:
+                if not scheduler.by_epoch:
+                    scheduler.step()
         for scheduler in schedulers:
-            scheduler.step()
-    return holder.gamma.item(), cfg.train_cfg.max_iters
+            if scheduler.by_epoch:
+                scheduler.step()
+    return holder.gamma.item(), epochs * iters_per_epoch
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
@@ -85,9 +97,13 @@ def main() -> None:
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     p.add_argument("--decay-only", metavar="CONFIG",
                    help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule")
+    p.add_argument("--iters-per-epoch", type=int, metavar="N",
+                   help="with --decay-only, for a config that trains by epoch: its iterations per epoch")
     args = p.parse_args()
+    if args.iters_per_epoch is not None and not args.decay_only:
+        p.error("--iters-per-epoch goes with --decay-only")
     if args.decay_only:
-        value, iterations = decay_only_gate(args.decay_only)
+        value, iterations = decay_only_gate(args.decay_only, args.iters_per_epoch)
         print(f"weight decay alone takes a gate started at 1 to {value:.4f} in {iterations} iterations "
               f"of {args.decay_only}'s optimizer and schedule")
         return
