@@ -16,6 +16,17 @@ def sinusoid(offsets: torch.Tensor, dim: int, wave_length: float) -> torch.Tenso
     return torch.cat([ang.sin(), ang.cos()], -1)[..., :dim]
 
 
+def sgd_without_gradient(start: float, lrs: list[float], momentum: float, weight_decay: float) -> float:
+    """Where SGD with momentum and weight decay takes a parameter whose loss gradient is always 0, one step
+    per learning rate: ``b_t = momentum b_{t-1} + weight_decay p_t`` (``b_0 = weight_decay p_0``),
+    ``p_{t+1} = p_t - lr_t b_t``."""
+    p, buffer = float(start), 0.0
+    for lr in lrs:
+        buffer = momentum * buffer + weight_decay * p
+        p -= lr * buffer
+    return p
+
+
 def attention_weights(logits: torch.Tensor, hard: int) -> torch.Tensor:
     """Softmax over the last axis, or (``hard`` > 0) the mean over the ``hard`` visible keys of highest logit."""
     if not hard:

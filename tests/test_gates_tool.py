@@ -9,6 +9,7 @@ import torch
 
 from attnbench.attention import GeneralizedAttention, SqueezeExcite
 from attnbench.sweep.store import COLUMNS
+from reference import sgd_without_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -79,10 +80,7 @@ def test_decay_only_replays_the_configs_schedule_in_float64(tmp_path):
     config.write_text("optim_wrapper = dict(type='OptimWrapper', optimizer=dict(type='SGD', lr=0.1, momentum=0.9, "
                       "weight_decay=0.05))\nparam_scheduler = [dict(type='PolyLR', power=1.0, eta_min=0.0, begin=0, "
                       "end=12, by_epoch=False)]\ntrain_cfg = dict(type='IterBasedTrainLoop', max_iters=12)\n")
-    p, momentum_buffer = 1.0, 0.0
-    for t in range(12):  # SGD with momentum and weight decay, gradient 0; mmengine's PolyLR reaches 0 at t = 11
-        momentum_buffer = 0.9 * momentum_buffer + 0.05 * p
-        p -= 0.1 * (1 - t / 11) * momentum_buffer
+    p = sgd_without_gradient(1.0, [0.1 * (1 - t / 11) for t in range(12)], 0.9, 0.05)  # PolyLR reaches 0 at t = 11
     assert gates.decay_only_gate(str(config)) == (pytest.approx(p, abs=1e-6), 12)
     assert p < 0.9  # the decay is visible
 
@@ -91,11 +89,8 @@ def test_decay_only_replays_the_configs_schedule_in_float64(tmp_path):
                       + "param_scheduler = [dict(type='LinearLR', start_factor=0.5, by_epoch=False, begin=0, end=2), "
                         "dict(type='MultiStepLR', by_epoch=True, begin=0, end=3, milestones=[1], gamma=0.5)]\n"
                         "train_cfg = dict(type='EpochBasedTrainLoop', max_epochs=3)\n")
-    lrs = [0.05, 0.1, 0.1, 0.1] + [0.05] * 8  # warmup to iteration 2, then halved from epoch 1 on
-    p, momentum_buffer = 1.0, 0.0
-    for lr in lrs:
-        momentum_buffer = 0.9 * momentum_buffer + 0.05 * p
-        p -= lr * momentum_buffer
+    lrs = [0.05, 0.1, 0.1, 0.1] + [0.05] * 8  # LinearLR reaches the full rate at iteration 1; halved from epoch 1 on
+    p = sgd_without_gradient(1.0, lrs, 0.9, 0.05)
     assert gates.decay_only_gate(str(epochs), iters_per_epoch=4) == (pytest.approx(p, abs=1e-6), 12)
     result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--decay-only", str(epochs)],
                             capture_output=True, text=True)

@@ -10,6 +10,7 @@ from mmengine.runner import Runner
 
 from attnbench.mm.hooks import OpeningHook
 from attnbench.mm.run_setup import resumable_checkpoints
+from reference import sgd_without_gradient
 
 LR, MOMENTUM, DECAY, ITERS = 0.1, 0.9, 0.05, 12
 
@@ -64,20 +65,10 @@ def train(work_dir, max_iters, resume=False, name="run"):
     return summary, run.model, lrs.values
 
 
-def decay_only(start: float, lrs: list[float]) -> float:
-    """Where SGD with momentum and weight decay takes a parameter whose loss gradient is always 0 (float64)."""
-    p, buf = float(start), None
-    for lr in lrs:
-        d = DECAY * p
-        buf = d if buf is None else MOMENTUM * buf + d
-        p -= lr * buf
-    return p
-
-
 def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
     summary, model, lrs = train(tmp_path, ITERS)
     assert len(lrs) == ITERS and lrs[0] == pytest.approx(LR) and lrs[-1] < LR / 5  # scheduled
-    moved = {name: abs(getattr(model, name).item() - decay_only(start, lrs))
+    moved = {name: abs(getattr(model, name).item() - sgd_without_gradient(start, lrs, MOMENTUM, DECAY))
              for name, start in (("gamma", 1.0), ("gamma_b", 0.5))}
     assert summary["gate_loss_max"] == pytest.approx(max(moved.values()), abs=1e-6)
     assert model.gamma_unused.item() == 1.0  # no gradient: the optimizer skips it, and so does its copy

@@ -74,8 +74,7 @@ def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: floa
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
     """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``offset_mean_px``),
-    and how many
-    attention runs record neither and have no checkpoint left to read their gates from."""
+    and how many attention runs record neither and have no checkpoint left to read their gates from."""
     rows, missing = [], 0
     for run in results[results["status"] == "ok"].to_dict("records"):
         gate, offset = (float(run.get(column, math.nan)) for column in ("gate_max", "offset_mean_px"))
