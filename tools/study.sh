@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The CPU-scale reproduction study: every mini sweep of the benchmark, the plots, the comparison
-# table and the full-scale FLOPs table, all under results/mini-study/ (and results/flops-full/).
+# table and the full-scale FLOPs table, all under results/study/ (and results/flops-full/).
 #
 #   bash tools/study.sh                 # every part, in order: det seg nmt fig4-nmt fig4-det scores flops report
 #   bash tools/study.sh det report      # some parts (each resumes: runs already recorded are skipped)
-#   SEEDS=5 JOBS=2 RESULTS=results/mini-study bash tools/study.sh det
+#   SEEDS=5 JOBS=2 RESULTS=results/study bash tools/study.sh det
 #   ROWS=1111,0010+deformable bash tools/study.sh det   # only these rows (and the baseline)
 #
 # Parts:
@@ -58,7 +58,8 @@
 # run: det ~76 s, seg ~215 s (the deformable seg rows ~15 min of training on torchvision's kernel, before
 # deformable convolution's faster CPU path: docs/mechanisms.md), nmt ~37 s: run the
 # parts in turn, each resumes where it stopped (docs/study.md, "Reproduction study at CPU scale").
-# results/mini-sweep/ holds the first study (398 runs), run before the protocol existed.
+# results/mini-sweep/ holds the first study (398 runs), run before the protocol existed, and
+# results/mini-study/ the paired study's first parts, run with mmcv's gate at 0 (both archived).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The rest is one group that bash reads whole before running it: editing or pulling this file while
@@ -68,7 +69,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-5}
 JOBS=${JOBS:-2}
-RESULTS=${RESULTS:-results/mini-study}
+RESULTS=${RESULTS:-results/study}
 ROWS=${ROWS:-}
 # every row of a task but the baseline and the factor sets (which --factors all adds), from the
 # project's own lists: attnbench.variants.vision_rows and the translation task's mechanisms
