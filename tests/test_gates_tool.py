@@ -66,6 +66,35 @@ def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     assert "record no gate" not in out
 
 
+def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):
+    store, rows = tmp_path / "store", []
+    # (variant, context accuracy, gate_loss_max): learnt at >= 0.9, moved at >= 0.01
+    runs = [("1111", 0.99, 0.02), ("1111", 0.95, 0.005), ("1111", 0.50, 0.0), ("0010", 0.52, 0.011),
+            ("0010", 0.51, float("nan"))]  # no gate_loss_max recorded: not counted
+    for seed, (variant, context, moved) in enumerate(runs):
+        add_run(store, rows, f"r{seed}", variant, seed, None)
+        rows[-1].update(task="det-flag", value_context=context, gate_max=1.0, gate_loss_max=moved)
+    add_run(store, rows, "k0", "1111", 0, None)  # another task, filtered out by --tasks
+    rows[-1].update(gate_max=1.0, gate_loss_max=0.5)
+    store.mkdir()
+    pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
+
+    def gates(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), *flags],
+                              capture_output=True, text=True)
+
+    out = gates("--tasks", "det-flag", "--moved-by-loss", "0.01").stdout
+    # runs, learnt moved, learnt not moved, not learnt moved, not learnt not moved, agree
+    assert [l.split()[3:] for l in out.splitlines()[1:]] == [
+        ["1", "0", "0", "1", "0", "0/1"], ["3", "1", "1", "0", "1", "2/3"], ["4", "1", "1", "1", "1", "2/4"]]
+    assert [l.split()[2] for l in out.splitlines()[1:]] == ["0010", "1111", "all"]
+    assert "learnt" in gates("--runs").stdout
+    unknown = gates("--tasks", "fcn-flag")
+    assert unknown.returncode != 0 and "no run of" in unknown.stderr and "det-flag" in unknown.stderr
+    without_rule = gates("--tasks", "det", "--moved-by-loss", "0.01")
+    assert without_rule.returncode != 0 and "diagnostic rule" in without_rule.stderr
+
+
 def test_a_store_without_gated_checkpoints_says_so(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "b0", "baseline", 0, torch.nn.Conv2d(3, 8, 3))

@@ -1,7 +1,8 @@
 """How far the attention of a store's vision runs left its start: the final |gamma| of every gated block
 and the mean length of the deformable convolutions' offsets.
 
-    python tools/gates.py --results results/flags [--runs] [--format text|markdown]
+    python tools/gates.py --results results/flags [--runs] [--tasks det-flag] [--format text|markdown]
+    python tools/gates.py --results results/claims --tasks fcn-flag --moved-by-loss 0.01
     python tools/gates.py --decay-only configs/segmentation/deeplabv3_r50w8-d8-attn1111_mini-shapes-128x128.py
     python tools/gates.py --decay-only configs/detection/faster-rcnn_r50w8-attn1111_fpn_mini-shapes.py --iters-per-epoch 50
 
@@ -13,7 +14,10 @@ not weight decay, moved the gates (``gate_loss_max``); for rows from before the 
 are read from the run's last checkpoint under RESULTS/runs/<run id>/ (runs with neither are skipped
 and counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the
 smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, and the mean
-offset length in pixels; ``--runs`` lists every run. ``--decay-only CONFIG`` prints where weight decay
+offset length in pixels; ``--runs`` lists every run (with ``learnt`` on a diagnostic rule).
+``--moved-by-loss T`` asks of the diagnostic runs whether a run learnt its rule exactly when the loss
+moved its gates by T or more (``gate_loss_max >= T``): per variant, the runs in each of the four cells
+and how many agree. ``--decay-only CONFIG`` prints where weight decay
 alone takes a gate under CONFIG's optimizer and learning-rate schedule (its gradient always 0): the
 value a gate ends at when the loss never moves it (``--iters-per-epoch`` for a config that trains by
 epoch: its training images over the batch size).
@@ -27,6 +31,7 @@ import torch
 
 from attnbench.mm.hooks import gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
+from attnbench.sweep.stats import LEARNT_THRESHOLD
 from attnbench.sweep.store import read_store_or_exit
 
 
@@ -73,8 +78,9 @@ def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: floa
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
-    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``offset_mean_px``),
-    and how many attention runs record neither and have no checkpoint left to read their gates from."""
+    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``offset_mean_px``,
+    ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither and have no
+    checkpoint left to read their gates from."""
     rows, missing = [], 0
     for run in results[results["status"] == "ok"].to_dict("records"):
         gate, offset = (float(run.get(column, math.nan)) for column in ("gate_max", "offset_mean_px"))
@@ -85,14 +91,45 @@ def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
         if not (math.isnan(gate) and math.isnan(offset)):
             rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
                              gate_max=gate, gate_loss_max=float(run.get("gate_loss_max", math.nan)),
-                             offset_mean_px=offset))
+                             offset_mean_px=offset, learnt=_learnt(run)))
     return pd.DataFrame(rows), missing
+
+
+def _learnt(run: dict) -> float:
+    """1.0 where the run learnt its diagnostic rule, 0.0 where not, NaN where it has none."""
+    context = float(run.get("value_context", math.nan))
+    return math.nan if math.isnan(context) else float(context >= LEARNT_THRESHOLD)
+
+
+def moved_against_learnt(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Per variant of the diagnostic runs that record ``gate_loss_max``: how many runs learnt their rule
+    with the gates moved by ``threshold`` or more and without, how many did not learn it with and without,
+    and ``agree``: the runs where learnt and moved coincide; a row ``all`` after each task's sums them."""
+    runs = table.dropna(subset=["learnt", "gate_loss_max"])
+    if runs.empty:
+        raise SystemExit("gates.py: --moved-by-loss needs runs on a diagnostic rule that record gate_loss_max")
+    cell = [f"{'' if learnt else 'not '}learnt, {'' if moved else 'not '}moved"
+            for learnt, moved in zip(runs["learnt"] == 1, runs["gate_loss_max"] >= threshold)]
+    cells = ["learnt, moved", "learnt, not moved", "not learnt, moved", "not learnt, not moved"]
+    counts = pd.crosstab([runs["task"], runs["preset"], runs["variant"]], pd.Series(cell, index=runs.index))
+    counts = counts.reindex(columns=cells, fill_value=0)
+    parts = []
+    for (task, preset), part in counts.groupby(level=["task", "preset"], sort=False):
+        parts += [part, part.sum().to_frame((task, preset, "all")).T]
+    counts = pd.concat(parts).rename_axis(index=["task", "preset", "variant"], columns=None).reset_index()
+    counts.insert(3, "runs", counts[cells].sum(axis=1))
+    counts["agree"] = [f"{a + d}/{n}" for a, d, n in
+                       zip(counts["learnt, moved"], counts["not learnt, not moved"], counts["runs"])]
+    return counts
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep", help="results folder (default: results/sweep)")
     p.add_argument("--runs", action="store_true", help="one line per run instead of per variant")
+    p.add_argument("--tasks", help="only these tasks (comma-separated, e.g. det-flag,fcn-flag)")
+    p.add_argument("--moved-by-loss", type=float, metavar="T",
+                   help="per variant of the diagnostic runs: learnt or not against gate_loss_max >= T or not")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     p.add_argument("--decay-only", metavar="CONFIG",
                    help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule")
@@ -107,12 +144,23 @@ def main() -> None:
               f"of {args.decay_only}'s optimizer and schedule")
         return
 
-    table, missing = opening(read_store_or_exit(args.results, "gates.py"), Path(args.results))
+    if args.moved_by_loss is not None and args.runs:
+        p.error("--moved-by-loss counts runs per variant; --runs lists them")
+    results = read_store_or_exit(args.results, "gates.py")
+    if args.tasks:
+        tasks = args.tasks.split(",")
+        unknown = sorted(set(tasks) - set(results["task"]))
+        if unknown:
+            p.error(f"no run of {args.results} on {', '.join(unknown)} (its tasks: {', '.join(sorted(set(results['task'])))})")
+        results = results[results["task"].isin(tasks)]
+    table, missing = opening(results, Path(args.results))
     if table.empty:
         raise SystemExit(f"gates.py: no run of {args.results} records a residual gate or an offset "
                          f"({missing} attention runs record neither and have no checkpoint)")
     table = table.sort_values(["task", "preset", "variant", "seed"])
-    if not args.runs:
+    if args.moved_by_loss is not None:
+        table = moved_against_learnt(table, args.moved_by_loss)
+    elif not args.runs:
         table = table.groupby(["task", "preset", "variant"], sort=False).agg(
             runs=("seed", "size"), mean_gate_max=("gate_max", "mean"), lowest=("gate_max", "min"),
             highest=("gate_max", "max"), mean_gate_loss_max=("gate_loss_max", "mean"),
