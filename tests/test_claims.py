@@ -73,7 +73,19 @@ def test_diagnostic_contrasts_use_the_exact_sign_test_of_the_learnt_rule():
     (row,) = claims_table(store_frame(rows), contrasts=[CLAIMS[4]]).to_dict("records")
     assert row["test"] == "sign (learnt)" and row["learnt"] == "deformable 6/8, 0100 1/8"
     assert row["p"] == pytest.approx(stats.binomtest(6, 7, 0.5).pvalue)
+    assert row["mean"] == pytest.approx((6 - 1) / 8)  # of the learnt indicators' differences: +1 at 6 seeds, -1 at 1
     assert np.isnan(row["detectable"])
+
+
+def test_a_diagnostic_contrast_is_decided_by_the_rule_learnt_not_by_the_metric():
+    """The learnt row loses bbox AP at every seed: the verdict follows the rule learnt."""
+    learnt, chance = [0.99] * 10, [0.5] * 10
+    rows = [run(v, s, value, task="det-flag-side", value_context=context)
+            for v, contexts, value in (("0100", chance, 0.40), ("deformable", learnt, 0.30))
+            for s, context in enumerate(contexts)]
+    (row,) = claims_table(store_frame(rows), contrasts=[CLAIMS[4]]).to_dict("records")
+    assert row["mean"] == 1.0 and row["std"] == 0.0 and row["p"] == pytest.approx(2 * 0.5 ** 10)
+    assert row["verdict"] == "reproduced"
 
 
 def test_contrasts_missing_rows_are_listed_outside_the_family_and_translation_is_left_out():

@@ -9,8 +9,8 @@ seeds at which every row has a run under one protocol.
 
 The test matches the outcomes: on a task that records a context accuracy (the diagnostic suite, whose
 runs learn a rule or not) the contrast of the learnt indicators is tested by the exact sign test on the
-seeds where it is not zero (for two rows, McNemar's exact test); elsewhere the paired t-test of ``c_s``
-(the Wilcoxon signed-rank p beside it). The *family* is every contrast of the five claims tested on
+seeds where it is not zero (for two rows, McNemar's exact test), and its sign, not the metric's, says
+which way it went; elsewhere the paired t-test of ``c_s`` (the Wilcoxon signed-rank p beside it). The *family* is every contrast of the five claims tested on
 one task (and preset): Holm's adjustment runs over them. Verdict: ``reproduced`` when the Holm-adjusted p is
 below alpha and the contrast positive, ``refuted`` when below alpha and negative, else ``undecided``,
 with the smallest contrast the seeds detect at alpha over the family's size and 80 % power (paired t).
@@ -105,7 +105,8 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     untested and outside the family, where rows are missing).
 
     Columns: ``task``, ``preset``, ``claim``, ``contrast`` (the formula), ``says``, ``seeds`` (paired),
-    ``mean``, ``std`` (of ``c_s``), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
+    ``mean``, ``std`` (of ``c_s``: of the metric, or of the learnt indicators, 1 or 0, where the test is the
+    sign test), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
     k/n on diagnostic tasks), ``p``, ``p_wilcoxon`` (metric tasks), ``p_holm`` (over the whole table),
     ``verdict``, ``detectable`` (for an undecided paired t: the smallest contrast its seeds detect at
     alpha / the task's family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
@@ -131,7 +132,8 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
                         gmacs_attention=", ".join(f"{r} {frame['macs_modules'].mean() / 1e9:.4g}"
                                                   for r, frame in zip(contrast.rows, frames)))
             if all(frame["value_context"].notna().any() for frame in frames):  # a diagnostic rule: learnt or not
-                row |= dict(test="sign (learnt)", p=_sign_test_p(contrast_values(by_row, key, contrast, "learnt")),
+                learnt = contrast_values(by_row, key, contrast, "learnt")
+                row |= dict(test="sign (learnt)", mean=learnt.mean(), std=learnt.std(), p=_sign_test_p(learnt),
                             learnt=", ".join(f"{r} {int(f['learnt'].sum())}/{len(f)}"
                                              for r, f in zip(contrast.rows, frames)))
             else:
