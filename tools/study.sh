@@ -34,6 +34,11 @@
 #           0100:lr=10, 1111:lr=10) and the baseline at the fresh seeds 80-83, into results/protocol
 #   side-confirm  the row a side screen chose (ROWS=<row>) against the baseline on det-flag-side at the
 #           fresh seeds 70-79, into results/protocol
+#   side-long-screen  det-flag-side trained four times longer (the long preset), the position terms'
+#           parameters 10 times faster (0001:lr=10, 0100:lr=10, 1111:lr=10), and the baseline at the fresh
+#           seeds 120-123, into results/protocol
+#   side-long-confirm  the row that screen chose (ROWS=<row>) against the baseline, long preset, at the
+#           fresh seeds 130-139, into results/protocol
 #   side-fcn-screen  the position rule on the FCN segmentor (fcn-flag-side): baseline, 0001, 0100, 1111
 #           at the fresh seeds 84-87, into results/protocol
 #   side-fcn-confirm  the row that screen chose (ROWS=<row>) against the baseline on fcn-flag-side at the
@@ -97,8 +102,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -138,6 +143,12 @@ for p in "${parts[@]}"; do
         side-confirm)  # the row a side screen chose, against the baseline, on the seeds fixed before it
             [ -n "$ROWS" ] || { echo "study.sh: side-confirm needs ROWS=<the row the side screen chose>" >&2; exit 2; }
             sweep --tasks det-flag-side --modules "$ROWS" --seeds 70-79 --results results/protocol ;;
+        side-long-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks det-flag-side --preset long --modules 0001:lr=10,0100:lr=10,1111:lr=10 --seeds 120-123 \
+                --results results/protocol ;;
+        side-long-confirm)  # the row the long side screen chose, against the baseline, on the seeds fixed before it
+            [ -n "$ROWS" ] || { echo "study.sh: side-long-confirm needs ROWS=<the row the screen chose>" >&2; exit 2; }
+            sweep --tasks det-flag-side --preset long --modules "$ROWS" --seeds 130-139 --results results/protocol ;;
         side-fcn-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
             sweep --tasks fcn-flag-side --factors 0001,0100,1111 --seeds 84-87 --results results/protocol ;;
         side-fcn-confirm)  # the row the FCN side screen chose, against the baseline, on the seeds fixed before it
