@@ -31,7 +31,7 @@ import torch
 
 from attnbench.mm.hooks import gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
-from attnbench.sweep.stats import LEARNT_THRESHOLD
+from attnbench.sweep.report import successful_runs
 from attnbench.sweep.store import read_store_or_exit
 
 
@@ -82,23 +82,17 @@ def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
     ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither and have no
     checkpoint left to read their gates from."""
     rows, missing = [], 0
-    for run in results[results["status"] == "ok"].to_dict("records"):
-        gate, offset = (float(run.get(column, math.nan)) for column in ("gate_max", "offset_mean_px"))
+    for run in successful_runs(results).to_dict("records"):  # the columns NaN where the store has none
+        gate, offset = run["gate_max"], run["offset_mean_px"]
         if math.isnan(gate) and math.isnan(offset):  # a row from before the columns, or no attention
             from_checkpoint = checkpoint_gate_max(root / "runs" / run["run_id"])
             missing += from_checkpoint is None and run["variant"] != "baseline"
             gate = math.nan if from_checkpoint is None else from_checkpoint
         if not (math.isnan(gate) and math.isnan(offset)):
             rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
-                             gate_max=gate, gate_loss_max=float(run.get("gate_loss_max", math.nan)),
-                             offset_mean_px=offset, learnt=_learnt(run)))
+                             gate_max=gate, gate_loss_max=run["gate_loss_max"], offset_mean_px=offset,
+                             learnt=math.nan if math.isnan(run["value_context"]) else float(run["learnt"])))
     return pd.DataFrame(rows), missing
-
-
-def _learnt(run: dict) -> float:
-    """1.0 where the run learnt its diagnostic rule, 0.0 where not, NaN where it has none."""
-    context = float(run.get("value_context", math.nan))
-    return math.nan if math.isnan(context) else float(context >= LEARNT_THRESHOLD)
 
 
 def moved_against_learnt(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
