@@ -54,16 +54,26 @@ def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "a0", "0010", 0, gated(0.5))  # the store's value wins over the checkpoint
     add_run(store, rows, "d0", "deformable", 0, None)
-    rows[0].update(gate_max=0.25, gate_loss_max=0.125)
+    add_run(store, rows, "a1", "0010", 1, None)
+    add_run(store, rows, "a2", "0010", 2, None)  # from before gate_loss_opened
+    rows[0].update(gate_max=0.25, gate_loss_max=0.125, gate_loss_opened=-0.0625)
     rows[1].update(offset_mean_px=0.75)
+    rows[2].update(gate_max=0.75, gate_loss_max=0.5, gate_loss_opened=0.5)
+    rows[3].update(gate_max=0.75, gate_loss_max=0.5)
     pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(store / "results.csv", index=False)
-    out = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), "--runs"],
-                         capture_output=True, text=True, check=True).stdout
-    (gate_line,) = [l for l in out.splitlines() if "0010" in l]
+
+    def gates(*flags: str) -> str:
+        return subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results", str(store), *flags],
+                              capture_output=True, text=True, check=True).stdout
+
+    out = gates("--runs")
+    (gate_line, *_) = [l for l in out.splitlines() if "0010" in l]
     (offset_line,) = [l for l in out.splitlines() if "deformable" in l]
     assert "0.2500" in gate_line and "0.5000" not in gate_line and "0.7500" in offset_line
-    assert "0.1250" in gate_line  # how far the loss moved the gate
+    assert "0.1250" in gate_line and "-0.0625" in gate_line  # how far the loss moved the gate, and which way
     assert "record no gate" not in out
+    (variant_line,) = [l for l in gates().splitlines() if "0010" in l]
+    assert "1/2" in variant_line  # of the two runs that record the sign, one's loss opened its gate
 
 
 def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):

@@ -68,9 +68,12 @@ def train(work_dir, max_iters, resume=False, name="run"):
 def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
     summary, model, lrs = train(tmp_path, ITERS)
     assert len(lrs) == ITERS and lrs[0] == pytest.approx(LR) and lrs[-1] < LR / 5  # scheduled
-    moved = {name: abs(getattr(model, name).item() - sgd_without_gradient(start, lrs, MOMENTUM, DECAY))
-             for name, start in (("gamma", 1.0), ("gamma_b", 0.5))}
+    decay_only = {name: sgd_without_gradient(start, lrs, MOMENTUM, DECAY) for name, start in (("gamma", 1.0), ("gamma_b", 0.5))}
+    moved = {name: abs(getattr(model, name).item() - value) for name, value in decay_only.items()}
     assert summary["gate_loss_max"] == pytest.approx(max(moved.values()), abs=1e-6)
+    most = max(moved, key=moved.get)
+    opened = abs(getattr(model, most).item()) - abs(decay_only[most])
+    assert summary["gate_loss_opened"] == pytest.approx(opened, abs=1e-6) and abs(opened) > 1e-3
     assert model.gamma_unused.item() == 1.0  # no gradient: the optimizer skips it, and so does its copy
     assert summary["gate_max"] == pytest.approx(max(abs(model.gamma.item()), abs(model.gamma_b.item()), 1.0))
     assert min(moved.values()) > 1e-3
@@ -90,4 +93,4 @@ def test_a_run_resumed_without_the_copies_records_no_value(tmp_path):
     del checkpoint[OpeningHook.checkpoint_key]  # a checkpoint written before the hook kept them
     torch.save(checkpoint, checkpoint_path)
     resumed, _, _ = train(tmp_path, ITERS, resume=True, name="second")
-    assert math.isnan(resumed["gate_loss_max"]) and resumed["gate_max"] > 0
+    assert math.isnan(resumed["gate_loss_max"]) and math.isnan(resumed["gate_loss_opened"]) and resumed["gate_max"] > 0

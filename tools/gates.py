@@ -13,8 +13,10 @@ added (``gate_max``, ``offset_mean_px``: attnbench.mm.hooks.OpeningHook), and la
 not weight decay, moved the gates (``gate_loss_max``); for rows from before the first two the gates
 are read from the run's last checkpoint under RESULTS/runs/<run id>/ (runs with neither are skipped
 and counted). Per variant: the runs read, the mean of the largest |gamma| of each run and the
-smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, and the mean
-offset length in pixels; ``--runs`` lists every run (with ``learnt`` on a diagnostic rule).
+smallest and largest of those, the mean and largest ``gate_loss_max`` where recorded, how many runs'
+loss opened the gate it moved most (``gate_loss_opened`` > 0: held it further open than weight decay
+alone) out of those that record it, and the mean offset length in pixels; ``--runs`` lists every run
+(with ``learnt`` on a diagnostic rule).
 ``--moved-by-loss T`` asks of the diagnostic runs whether a run learnt its rule exactly when the loss
 moved its gates by T or more (``gate_loss_max >= T``): per variant, the runs in each of the four cells
 and how many agree. ``--decay-only CONFIG`` prints where weight decay
@@ -78,7 +80,8 @@ def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: floa
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
-    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``offset_mean_px``,
+    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``gate_loss_opened``,
+    ``offset_mean_px``,
     ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither and have no
     checkpoint left to read their gates from."""
     rows, missing = [], 0
@@ -90,9 +93,17 @@ def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
             gate = math.nan if from_checkpoint is None else from_checkpoint
         if not (math.isnan(gate) and math.isnan(offset)):
             rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
-                             gate_max=gate, gate_loss_max=run["gate_loss_max"], offset_mean_px=offset,
+                             gate_max=gate, gate_loss_max=run["gate_loss_max"],
+                             gate_loss_opened=run["gate_loss_opened"], offset_mean_px=offset,
                              learnt=math.nan if math.isnan(run["value_context"]) else float(run["learnt"])))
     return pd.DataFrame(rows), missing
+
+
+def opened_count(opened: pd.Series) -> str | float:
+    """``k/n``: of the n runs that record ``gate_loss_opened``, the k whose loss opened their most-moved gate
+    (held it further open than weight decay alone); NaN where none records it."""
+    recorded = opened.dropna()
+    return f"{int((recorded > 0).sum())}/{len(recorded)}" if len(recorded) else math.nan
 
 
 def moved_against_learnt(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
@@ -158,7 +169,8 @@ def main() -> None:
         table = table.groupby(["task", "preset", "variant"], sort=False).agg(
             runs=("seed", "size"), mean_gate_max=("gate_max", "mean"), lowest=("gate_max", "min"),
             highest=("gate_max", "max"), mean_gate_loss_max=("gate_loss_max", "mean"),
-            highest_gate_loss_max=("gate_loss_max", "max"), mean_offset_px=("offset_mean_px", "mean")).reset_index()
+            highest_gate_loss_max=("gate_loss_max", "max"), opened_by_loss=("gate_loss_opened", opened_count),
+            mean_offset_px=("offset_mean_px", "mean")).reset_index()
     table = table.dropna(axis=1, how="all")
     print(table.to_markdown(index=False, floatfmt=".4f") if args.format == "markdown"
           else table.to_string(index=False, float_format="%.4f"))

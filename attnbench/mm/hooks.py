@@ -115,6 +115,13 @@ class DecayOnlyGate:
         """max |gate - decay-only gate|."""
         return float((self.gate.detach() - self.copy.detach()).abs().max())
 
+    def opened_by_loss(self) -> float:
+        """|gate| - |decay-only gate| at the element the loss moved most: > 0 where the loss held the gate
+        further open than weight decay alone would have, < 0 where it closed it further."""
+        gate, copy = self.gate.detach().flatten(), self.copy.detach().flatten()
+        i = int((gate - copy).abs().argmax())
+        return float(gate[i].abs() - copy[i].abs())
+
     def state_dict(self) -> dict:
         return {"value": self.copy.detach().clone(), "optimizer": self.optimizer.state_dict()}
 
@@ -135,6 +142,8 @@ class OpeningHook(Hook):
       stepped by weight decay alone (:class:`DecayOnlyGate`): how far the loss moved a gate (weight
       decay alone takes a gate started at 1 towards 0); NaN without gates or for a run resumed from a
       checkpoint without the decay-only copies;
+    - ``gate_loss_opened``: at that gate, ``|gamma| - |gamma_decay|``: whether the loss held the gate open
+      (> 0) or closed it (< 0) against weight decay alone; NaN where ``gate_loss_max`` is;
     - ``offset_mean_px``: the mean length ``sqrt(dy^2 + dx^2)`` of the deformable convolutions' offsets
       (0 at init) over the last validation, in pixels of each convolution's input; NaN without any.
 
@@ -200,8 +209,10 @@ class OpeningHook(Hook):
     def after_train(self, runner) -> None:
         gates = gate_magnitudes(unwrapped_model(runner).state_dict())
         self.summary["gate_max"] = max(gates) if gates else math.nan
-        moved = [gate.moved_by_loss() for gate in (self._decay_only or {}).values()]
-        self.summary["gate_loss_max"] = max(moved) if moved else math.nan
+        copies = list((self._decay_only or {}).values())
+        most_moved = max(copies, key=DecayOnlyGate.moved_by_loss, default=None)
+        self.summary["gate_loss_max"] = most_moved.moved_by_loss() if most_moved else math.nan
+        self.summary["gate_loss_opened"] = most_moved.opened_by_loss() if most_moved else math.nan
         if self._step_hook is not None:
             self._step_hook.remove()
             self._step_hook = None

@@ -41,7 +41,7 @@ _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
-    and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``offset_mean_px``, ``mass_context``,
+    and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``gate_loss_opened``, ``offset_mean_px``, ``mass_context``,
     ``mass_context_chance``) NaN where the store has no such column, and ``learnt``: whether the run learnt
     its diagnostic rule (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False
     without one)."""
@@ -49,8 +49,8 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
-    for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "offset_mean_px",
-                   "mass_context", "mass_context_chance"):
+    for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",
+                   "offset_mean_px", "mass_context", "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
     ok["learnt"] = ok["value_context"] >= LEARNT_THRESHOLD
     return ok

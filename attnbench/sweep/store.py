@@ -21,6 +21,7 @@ from filelock import FileLock
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
 #: its tokens' parameters (``range=7``; attnbench.variants). ``gate_max`` and ``offset_mean_px`` say how far
 #: the run's attention left its start, ``gate_loss_max`` how far the loss (not weight decay) moved its gates
+#: and ``gate_loss_opened`` whether it opened (> 0) or closed (< 0) the gate it moved most
 #: (attnbench.mm.hooks.OpeningHook); empty where it has no gate or offset, or for rows written before.
 #: ``mass_context`` is the diagnostic tasks' attention mass on the deciding context (the share of an object
 #: query's generalized-attention weight on the pixels that decide its class, mean over blocks, heads and
@@ -33,7 +34,7 @@ COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_seconds", "val_seconds", "run_seconds", "outside_seconds", "peak_memory_mb",
-    "gate_max", "gate_loss_max", "offset_mean_px", "mass_context", "mass_context_chance",
+    "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
     "threads", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
