@@ -39,6 +39,9 @@
 #           seeds 120-123, into results/protocol
 #   side-long-confirm  the row that screen chose (ROWS=<row>) against the baseline, long preset, at the
 #           fresh seeds 130-139, into results/protocol
+#   flag-long-screen  det-flag trained four times longer (the long preset): baseline, 0010, 1111 at the
+#           fresh seeds 140-143, into results/protocol
+#   flag-long-confirm  the same rows, long preset, at the fresh seeds 150-159, into results/protocol
 #   side-fcn-screen  the position rule on the FCN segmentor (fcn-flag-side): baseline, 0001, 0100, 1111
 #           at the fresh seeds 84-87, into results/protocol
 #   side-fcn-confirm  the row that screen chose (ROWS=<row>) against the baseline on fcn-flag-side at the
@@ -102,8 +105,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -149,6 +152,10 @@ for p in "${parts[@]}"; do
         side-long-confirm)  # the row the long side screen chose, against the baseline, on the seeds fixed before it
             [ -n "$ROWS" ] || { echo "study.sh: side-long-confirm needs ROWS=<the row the screen chose>" >&2; exit 2; }
             sweep --tasks det-flag-side --preset long --modules "$ROWS" --seeds 130-139 --results results/protocol ;;
+        flag-long-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
+            sweep --tasks det-flag --preset long --factors 0010,1111 --seeds 140-143 --results results/protocol ;;
+        flag-long-confirm)  # seeds fixed with the screen's predictions, before its runs
+            sweep --tasks det-flag --preset long --factors 0010,1111 --seeds 150-159 --results results/protocol ;;
         side-fcn-screen)  # seeds fixed with the predictions (docs/diagnostics.md)
             sweep --tasks fcn-flag-side --factors 0001,0100,1111 --seeds 84-87 --results results/protocol ;;
         side-fcn-confirm)  # the row the FCN side screen chose, against the baseline, on the seeds fixed before it
