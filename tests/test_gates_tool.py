@@ -134,3 +134,19 @@ def test_decay_only_replays_the_configs_schedule_in_float64(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--decay-only", str(epochs)],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "trains by epoch; give --iters-per-epoch" in result.stderr
+
+
+def test_decay_only_of_a_sweep_run_applies_its_preset_and_lr_multiplier():
+    cfg, run = gates.run_gates("det-flag", "long", "1111:lr=10")
+    assert run == [("1111", "gen_attention_block.gamma", 1.0)]  # the protocol's gate=1, under mmcv's plugin name
+    assert cfg.train_cfg.max_epochs == 24  # the long preset
+    scaled = cfg.copy()
+    scaled.optim_wrapper = dict(cfg.optim_wrapper, paramwise_cfg=None,
+                                optimizer=dict(cfg.optim_wrapper.optimizer, lr=10 * cfg.optim_wrapper.optimizer.lr))
+    value, iterations = gates.decay_only_gate(cfg, 50, 1.0, "gen_attention_block.gamma")
+    assert iterations == 1200
+    assert value == pytest.approx(gates.decay_only_gate(scaled, 50, 1.0, "gamma")[0], abs=1e-6)
+    assert value < gates.decay_only_gate(cfg, 50, 1.0, "gamma")[0] - 0.1  # the multiplier reached the gate
+    result = subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--decay-only", "nmt"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "not a vision task" in result.stderr

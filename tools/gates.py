@@ -46,29 +46,37 @@ def checkpoint_gate_max(run_dir: Path) -> float | None:
     return max(gates) if gates else math.nan
 
 
-def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: float = 1.0) -> tuple[float, int]:
+def decay_only_gate(config, iters_per_epoch: int | None = None, start: float = 1.0,
+                    name: str = "gamma") -> tuple[float, int]:
     """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and learning-rate schedule take a
-    parameter named ``gamma`` started at ``start`` whose gradient is always 0; and the iterations.
-    A config that trains by epoch needs ``iters_per_epoch``."""
+    parameter named ``name`` (a dotted module path: what ``custom_keys`` match) started at ``start``
+    whose gradient is always 0; and the iterations. CONFIG is a path or an mmengine ``Config``; one
+    that trains by epoch needs ``iters_per_epoch``."""
     from mmengine.config import Config
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import PARAM_SCHEDULERS, init_default_scope
 
-    cfg = Config.fromfile(config)
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
     if "max_iters" in cfg.train_cfg:
         epochs, iters_per_epoch = 1, cfg.train_cfg.max_iters
     elif iters_per_epoch is None:
-        raise SystemExit(f"gates.py: {config} trains by epoch; give --iters-per-epoch (training images / batch size)")
+        raise SystemExit(f"gates.py: {cfg.filename} trains by epoch; give --iters-per-epoch "
+                         "(training images / batch size)")
     else:
         epochs = cfg.train_cfg.max_epochs
     init_default_scope(cfg.get("default_scope", "mmengine"))
-    holder = torch.nn.Module()
-    holder.gamma = torch.nn.Parameter(torch.tensor(float(start)))
+    holder = module = torch.nn.Module()
+    *path, leaf = name.split(".")
+    for part in path:
+        module.add_module(part, torch.nn.Module())
+        module = getattr(module, part)
+    gate = torch.nn.Parameter(torch.tensor(float(start)))
+    module.register_parameter(leaf, gate)
     optim_wrapper = build_optim_wrapper(holder, cfg.optim_wrapper)
     schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optim_wrapper)) for s in cfg.get("param_scheduler") or []]
     for _ in range(epochs):  # as mmengine's loop and ParamSchedulerHook: the step, then the schedulers
         for _ in range(iters_per_epoch):
-            holder.gamma.grad = torch.zeros_like(holder.gamma)
+            gate.grad = torch.zeros_like(gate)
             optim_wrapper.step()
             for scheduler in schedulers:
                 if not scheduler.by_epoch:
@@ -76,7 +84,36 @@ def decay_only_gate(config: str, iters_per_epoch: int | None = None, start: floa
         for scheduler in schedulers:
             if scheduler.by_epoch:
                 scheduler.step()
-    return holder.gamma.item(), epochs * iters_per_epoch
+    return gate.item(), epochs * iters_per_epoch
+
+
+def run_gates(task_name: str, preset: str, variant: str) -> tuple[object, list[tuple[str, str, float]]]:
+    """The config a sweep run of VARIANT on TASK at PRESET trains (its file with the run's overrides)
+    and, per gated token, ``(token, gate parameter path, initial value)``: the path under the plugin's
+    mmcv name (``gen_attention_block.gamma``), so that the variant's ``lr`` multiplier applies to it."""
+    from mmcv.cnn.bricks.plugin import infer_abbr
+    from mmengine.config import Config
+
+    from attnbench.sweep.tasks import TASKS, VisionTask
+    from attnbench.variants import mechanism_of
+
+    task = TASKS.get(task_name)
+    if not isinstance(task, VisionTask):
+        vision = sorted(name for name, t in TASKS.items() if isinstance(t, VisionTask))
+        raise SystemExit(f"gates.py: {task_name!r} is not a vision task; one of {', '.join(vision)}")
+    try:
+        name = task.validate_variant(variant)
+        path, options = task.config(preset, name, None)
+    except ValueError as error:
+        raise SystemExit(f"gates.py: {error}") from None
+    cfg = Config.fromfile(path)
+    cfg.merge_from_dict(options)
+    trained = task.variant(preset, name)
+    gates = [(token, f"{infer_abbr(mechanism_of(token).module)}.gamma", float(trained.params_of(token)["gate"]))
+             for token in trained.tokens if "gate" in trained.params_of(token)]
+    if not gates:
+        raise SystemExit(f"gates.py: {name} at the {preset} preset has no residual gate that starts open")
+    return cfg, gates
 
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
@@ -136,13 +173,23 @@ def main() -> None:
     p.add_argument("--moved-by-loss", type=float, metavar="T",
                    help="per variant of the diagnostic runs: learnt or not against gate_loss_max >= T or not")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
-    p.add_argument("--decay-only", metavar="CONFIG",
-                   help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule")
+    p.add_argument("--decay-only", metavar="CONFIG|TASK",
+                   help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule; or "
+                        "a sweep task's run, with --preset and --variant (its gate's start and lr multiplier)")
+    p.add_argument("--preset", default="mini", help="with --decay-only TASK: the run's preset (default: mini)")
+    p.add_argument("--variant", default="1111", help="with --decay-only TASK: the run's variant (default: 1111)")
     p.add_argument("--iters-per-epoch", type=int, metavar="N",
                    help="with --decay-only, for a config that trains by epoch: its iterations per epoch")
     args = p.parse_args()
     if args.iters_per_epoch is not None and not args.decay_only:
         p.error("--iters-per-epoch goes with --decay-only")
+    if args.decay_only and Path(args.decay_only).suffix != ".py":
+        cfg, gates = run_gates(args.decay_only, args.preset, args.variant)
+        for token, name, start in gates:
+            value, iterations = decay_only_gate(cfg, args.iters_per_epoch, start, name)
+            print(f"weight decay alone takes {token}'s gate started at {start:g} to {value:.4f} in {iterations} "
+                  f"iterations of {args.decay_only}'s {args.preset} run of {args.variant}")
+        return
     if args.decay_only:
         value, iterations = decay_only_gate(args.decay_only, args.iters_per_epoch)
         print(f"weight decay alone takes a gate started at 1 to {value:.4f} in {iterations} iterations "
