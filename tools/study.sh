@@ -41,7 +41,8 @@
 #           fresh seeds 130-139, into results/protocol
 #   flag-long-screen  det-flag trained four times longer (the long preset): baseline, 0010, 1111 at the
 #           fresh seeds 140-143, into results/protocol
-#   flag-long-confirm  the same rows, long preset, at the fresh seeds 150-159, into results/protocol
+#   flag-long-confirm  the same rows, long preset, at the fresh seeds 150-159, into results/protocol (not
+#           run: the screen's baseline learnt the rule, docs/diagnostics.md)
 #   side-fcn-screen  the position rule on the FCN segmentor (fcn-flag-side): baseline, 0001, 0100, 1111
 #           at the fresh seeds 84-87, into results/protocol
 #   side-fcn-confirm  the row that screen chose (ROWS=<row>) against the baseline on fcn-flag-side at the
