@@ -209,8 +209,7 @@ class OpeningHook(Hook):
     def after_train(self, runner) -> None:
         gates = gate_magnitudes(unwrapped_model(runner).state_dict())
         self.summary["gate_max"] = max(gates) if gates else math.nan
-        copies = list((self._decay_only or {}).values())
-        most_moved = max(copies, key=DecayOnlyGate.moved_by_loss, default=None)
+        most_moved = max((self._decay_only or {}).values(), key=DecayOnlyGate.moved_by_loss, default=None)
         self.summary["gate_loss_max"] = most_moved.moved_by_loss() if most_moved else math.nan
         self.summary["gate_loss_opened"] = most_moved.opened_by_loss() if most_moved else math.nan
         if self._step_hook is not None:
