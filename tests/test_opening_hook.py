@@ -68,7 +68,8 @@ def train(work_dir, max_iters, resume=False, name="run"):
 def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
     summary, model, lrs = train(tmp_path, ITERS)
     assert len(lrs) == ITERS and lrs[0] == pytest.approx(LR) and lrs[-1] < LR / 5  # scheduled
-    decay_only = {name: sgd_without_gradient(start, lrs, MOMENTUM, DECAY) for name, start in (("gamma", 1.0), ("gamma_b", 0.5))}
+    decay_only = {name: sgd_without_gradient(start, lrs, MOMENTUM, DECAY)
+                  for name, start in (("gamma", 1.0), ("gamma_b", 0.5))}
     moved = {name: abs(getattr(model, name).item() - value) for name, value in decay_only.items()}
     assert summary["gate_loss_max"] == pytest.approx(max(moved.values()), abs=1e-6)
     most = max(moved, key=moved.get)

@@ -204,7 +204,7 @@ def test_wandb_offline_run_has_config_and_summary(sweep):
     assert identity["variant"] == "0010" and identity["task"] == "det" and identity["run_id"] == runs[1].run_id
     assert [identity[f"E{i}"] for i in range(1, 5)] == [False, False, True, False]  # W&B filters on the terms
     recorded = store.read().set_index("run_id").loc[runs[1].run_id]
-    for column in ("gate_max", "gate_loss_max", "gate_loss_opened"):  # the gate's opening; the loss's part, and its sign
+    for column in ("gate_max", "gate_loss_max", "gate_loss_opened"):  # the gate; the loss's part of it, and its sign
         assert float(summary[column]) == pytest.approx(recorded[column])
     assert recorded["gate_loss_max"] > 0
     assert "attnbench.GeneralizedAttention" in config["model"]  # the full training config

@@ -118,9 +118,8 @@ def run_gates(task_name: str, preset: str, variant: str) -> tuple[object, list[t
 
 def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
     """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``gate_loss_opened``,
-    ``offset_mean_px``,
-    ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither and have no
-    checkpoint left to read their gates from."""
+    ``offset_mean_px``, ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither
+    and have no checkpoint left to read their gates from."""
     rows, missing = [], 0
     for run in successful_runs(results).to_dict("records"):  # the columns NaN where the store has none
         gate, offset = run["gate_max"], run["offset_mean_px"]

@@ -41,10 +41,10 @@ _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "
 def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     """The runs with status ``ok``: slot ``""`` where none, each :data:`PROTOCOL` column as text (``""``
     where the store records none, ``threads`` read back as 2.0 as ``"2"``), ``value_class_agnostic``
-    and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``gate_loss_opened``, ``offset_mean_px``, ``mass_context``,
-    ``mass_context_chance``) NaN where the store has no such column, and ``learnt``: whether the run learnt
-    its diagnostic rule (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False
-    without one)."""
+    and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``gate_loss_opened``, ``offset_mean_px``,
+    ``mass_context``, ``mass_context_chance``) NaN where the store has no such column, and ``learnt``:
+    whether the run learnt its diagnostic rule (context accuracy at least
+    :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     for column in PROTOCOL:
