@@ -132,6 +132,9 @@ SLOTS: dict[str, Slot] = {
     "enc-dec": Slot("cross_attention", "attention from the target to the encoder output (a memory input)"),
 }
 
+#: The translation tasks: the synthetic mini corpus and Debian's English-German catalogues (real text).
+TRANSLATION_TASKS: tuple[str, ...] = ("nmt", "nmt-l10n")
+
 
 @dataclass(frozen=True)
 class Mechanism:

@@ -48,6 +48,7 @@ import attnbench.mm  # noqa: F401  registers attnbench's types (and quiets mmeng
 from attnbench.sweep.runs import dumped_config, find_run, last_checkpoint, retrain_command
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.tasks import TASKS
+from attnbench.variants import TRANSLATION_TASKS
 
 PROG = "attention_maps.py"
 #: (encoder or decoder, self or cross) of a translation layer's attention -> its slot.
@@ -347,7 +348,7 @@ def main() -> None:
     if not 0 <= args.index < len(dataset):
         sys.exit(f"{PROG}: error: --image {args.index} is outside the validation set (0 to {len(dataset) - 1})")
     out = Path(args.out) if args.out else Path(args.results) / "maps" / row["run_id"]
-    draw = nmt_figures if row["task"] == "nmt" else vision_figures
+    draw = nmt_figures if row["task"] in TRANSLATION_TASKS else vision_figures
     for path in draw(model, dataset, args, out, title):
         print(path)
 

@@ -9,6 +9,7 @@
     python tools/compare.py --results results/flags --tasks det-flag --seeds 2-11   # the seeds a prediction was registered on
     python tools/compare.py --results results/flags --value context --per-seed   # each run's value, seed by seed
     python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
+    python tools/compare.py --results results/l10n --claims     # translation's claims T1-T4 (real language)
     python tools/compare.py --results results/claims --claims --by-claim   # a line per claim, its verdict per task
     python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
 
@@ -35,11 +36,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnbench.sweep import plan
-from attnbench.sweep.claims import claim_verdicts, claims_table
+from attnbench.sweep.claims import all_claims_table, claim_verdicts
 from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
                                     summarize)
 from attnbench.sweep.store import read_store_or_exit
-from attnbench.variants import Variant
+from attnbench.variants import TRANSLATION_TASKS, Variant
 
 
 def effect_sizes(text: str) -> float | dict[str, float]:
@@ -153,9 +154,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="each run's value instead, a row per task and seed and a column per variant (with --value "
                    "context: whether a rule was learnt at each seed)")
     p.add_argument("--claims", action="store_true",
-                   help="the study's image claims C1-C5 instead (attnbench.sweep.claims): each as a contrast of rows "
-                   "paired by seed, predicted positive, tested (paired t, or the sign test of learnt rules on the "
-                   "diagnostic tasks), Holm-adjusted over each task's contrasts, with a verdict")
+                   help="the study's claims instead (attnbench.sweep.claims: C1-C5 on the image tasks, T1-T4 on the "
+                   "translation tasks, each contrast in its slot): each as a contrast of rows paired by seed, "
+                   "predicted positive, tested (paired t, or the sign test of learnt rules on the diagnostic tasks), "
+                   "Holm-adjusted over each task's contrasts, with a verdict")
     p.add_argument("--by-claim", action="store_true",
                    help="with --claims: a line per claim instead, its verdict on each task (every tested contrast "
                    "reproduced: reproduced; any refuted: refuted; else undecided) with each contrast's mean and "
@@ -222,10 +224,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"no finished run in {args.results} records its time outside training (outside_seconds)")
         print(frame_text(table, args.format, floatfmt=".1f"))  # seconds
     elif args.claims:
-        table = claims_table(results, alpha=args.alpha)
+        table = all_claims_table(results, alpha=args.alpha)
         if table.empty:
-            p.error(f"no vision task in {args.results}: the claims are about images "
-                    "(det, seg and the diagnostic tasks)")
+            p.error(f"no task of the claims in {args.results}: C1-C5 are about images (det, seg and the diagnostic "
+                    f"tasks), T1-T4 about translation ({', '.join(TRANSLATION_TASKS)})")
         if args.by_claim:
             print(frame_text(claim_verdicts(table), args.format))
         else:

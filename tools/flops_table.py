@@ -23,19 +23,19 @@ import pandas as pd
 
 def plan(tasks: list[str], only: list[str]):
     from attnbench.sweep.plan import build_plan, parse_factors
-    from attnbench.variants import TRANSLATION_MECHANISMS, Variant, vision_rows
+    from attnbench.variants import TRANSLATION_MECHANISMS, TRANSLATION_TASKS, Variant, vision_rows
 
     def row(variant: str) -> str:  # the benchmark row a variant sets parameters of
         return replace(Variant.parse(variant), params=()).name
 
     runs, known = [], set()
     for task in tasks:
-        if task == "nmt":
+        if task in TRANSLATION_TASKS:
             variants = [*parse_factors("all"), *TRANSLATION_MECHANISMS]
         elif task in ("det", "seg"):
             variants = [v for v in vision_rows(task) if v != "baseline"]
         else:
-            raise ValueError(f"unknown task {task!r}; choose from det, seg, nmt")
+            raise ValueError(f"unknown task {task!r}; choose from det, seg, {', '.join(TRANSLATION_TASKS)}")
         known.update(variants)
         chosen = [v for v in only if row(v) in variants] if only else variants
         runs += build_plan([task], [], chosen, seeds=1, preset="full")

@@ -167,6 +167,29 @@ class MiniCorpusDataset(ParallelTextDataset):
         _run_on_main_process(ensure_mini_corpus, data_root, **(generate or {}))
 
 
+class L10nCorpusDataset(ParallelTextDataset):
+    """:class:`ParallelTextDataset` on Debian's English-German translation catalogues, built under
+    ``data_root`` on first use (:func:`attnbench.data.l10n_corpus.build_corpus`; needs ``apt-get``).
+
+    Args:
+        generate: arguments of ``build_corpus`` (``lang``, ``packages``, ``debs``, ...; its defaults when
+            left out); every dataset on one ``data_root`` must give the same.
+        Others: as :class:`ParallelTextDataset`.
+    """
+
+    def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
+        self.generate_data(data_root, generate)
+        super().__init__(data_root=data_root, **kwargs)
+
+    @staticmethod
+    def generate_data(data_root: str, generate: dict | None = None) -> None:
+        """Build the corpus into ``data_root`` unless its ``manifest.json`` is there (as MiniCorpusDataset)."""
+        from .l10n_corpus import build_corpus
+
+        if not (Path(data_root) / "manifest.json").is_file():
+            _run_on_main_process(build_corpus, data_root, **(generate or {}))
+
+
 class TokenBucketBatchSampler(Sampler[list[int]]):
     """Batches of similar-length samples with at most ``max_tokens`` padded tokens per side.
 

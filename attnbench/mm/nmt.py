@@ -1,7 +1,7 @@
 """Translation on mmengine: the model, data, batching and BLEU registered under ``attnbench.``.
 
     model = dict(type='attnbench.TransformerNMT', ...)
-    dataset = dict(type='attnbench.ParallelTextDataset' | 'attnbench.MiniCorpusDataset', ...)
+    dataset = dict(type='attnbench.ParallelTextDataset' | 'attnbench.MiniCorpusDataset' | 'attnbench.L10nCorpusDataset', ...)
     batch_sampler = dict(type='attnbench.TokenBucketBatchSampler', max_tokens=...)
     collate_fn = dict(type='attnbench.collate_translation')
     val_evaluator = dict(type='attnbench.CorpusBLEU')
@@ -19,7 +19,7 @@ import sentencepiece as spm
 from mmengine.evaluator import BaseMetric
 
 from attnbench.data.translation import (
-    MiniCorpusDataset, ParallelTextDataset, TokenBucketBatchSampler, collate_translation)
+    L10nCorpusDataset, MiniCorpusDataset, ParallelTextDataset, TokenBucketBatchSampler, collate_translation)
 from attnbench.models.transformer_nmt import TransformerNMT
 
 from .registry import DATA_SAMPLERS, DATASETS, FUNCTIONS, METRICS, MODELS
@@ -57,7 +57,7 @@ class CorpusBLEU(BaseMetric):
 
 
 MODELS.register_module(module=TransformerNMT)
-for _dataset in (ParallelTextDataset, MiniCorpusDataset):
+for _dataset in (ParallelTextDataset, MiniCorpusDataset, L10nCorpusDataset):
     DATASETS.register_module(module=_dataset)
 DATA_SAMPLERS.register_module(module=TokenBucketBatchSampler)
 FUNCTIONS.register_module(module=collate_translation)

@@ -35,6 +35,7 @@ class Contrast:
     claim: str
     says: str
     weights: tuple[tuple[str, int], ...]
+    slot: str | None = None  # translation's attention slot the rows fill (None: images)
 
     def __post_init__(self):
         if sum(w for _, w in self.weights) != 0 or len(self.weights) < 2:
@@ -69,6 +70,23 @@ CLAIMS = (
 )
 
 
+#: The contrasts of the study's translation claims T1 to T4, each predicted positive and tested in the slot it
+#: names; registered before the real-language runs (docs/study.md, "Translation on real language").
+#: T2 compares the loss of removing one term from ``1111``: ``1111 - 1011`` (E2) against ``1111 - 0111`` (E1) is
+#: ``0111 - 1011``. T4's windows match: E2 within r positions of the query against a kernel of 2r + 1 taps in the
+#: encoder (r = 3: 7 taps), a causal kernel of r + 1 taps in the decoder (r = 6: 7 taps).
+TRANSLATION_CLAIMS = (
+    Contrast("T1", "E1 is vital in encoder-decoder attention: 1111 without it falls", (("1111", 1), ("0111", -1)),
+             "enc-dec"),
+    *(Contrast("T2", f"removing E2 from 1111 costs more than removing {term}", ((row, 1), ("1011", -1)), slot)
+      for slot in ("enc-self", "dec-self") for term, row in (("E1", "0111"), ("E3", "1101"), ("E4", "1110"))),
+    *(Contrast("T3", "deformable convolution beats E2 alone", (("deformable", 1), ("0100", -1)), slot)
+      for slot in ("enc-self", "dec-self")),
+    *(Contrast("T4", "E2 in a window beats dynamic convolution over the same keys",
+               ((f"0100:range={r}", 1), ("dynamic:kernel=7", -1)), slot)
+      for slot, r in (("enc-self", 3), ("dec-self", 6))),
+)
+
 #: Each claim in one line (the study's words, shortened), the claims' order.
 CLAIM_STATEMENTS = {
     "C1": "query-independent terms bring much more than query-sensitive ones; E1 adds almost nothing",
@@ -76,12 +94,18 @@ CLAIM_STATEMENTS = {
     "C3": "deformable convolution beats E2 alone",
     "C4": "0010+deformable is the best trade-off: about 1111+deformable's accuracy",
     "C5": "dynamic convolution falls behind E2, also in the same window",
+    "T1": "E1 is vital in encoder-decoder attention",
+    "T2": "E2 is the most important term of self-attention",
+    "T3": "the 1D deformable convolution beats E2 alone in self-attention",
+    "T4": "E2 in a window beats dynamic convolution over the same keys",
 }
 
 
-def claim_rows(contrasts=CLAIMS) -> list[str]:
-    """Every row the contrasts compare but the baseline, in the order they first appear (what a re-run trains)."""
-    return [row for row in dict.fromkeys(r for c in contrasts for r in c.rows) if row != "baseline"]
+def claim_rows(contrasts=CLAIMS, slot: str | None = None) -> list[str]:
+    """Every row the contrasts (those of ``slot``, if given) compare but the baseline, in the order they first
+    appear (what a re-run trains)."""
+    return [row for row in dict.fromkeys(r for c in contrasts if slot in (None, c.slot) for r in c.rows)
+            if row != "baseline"]
 
 
 def contrast_values(by_row: dict, key: tuple, contrast: Contrast, column: str = "value") -> pd.Series:
@@ -101,8 +125,9 @@ def _sign_test_p(values: pd.Series) -> float:
 
 
 def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """Every contrast of ``contrasts`` on every vision task and preset of ``results`` (verdict ``not run: ...``,
-    untested and outside the family, where rows are missing).
+    """Every contrast of ``contrasts`` on every task and preset of ``results`` they are about (vision tasks for
+    the image claims, a contrast with a ``slot`` in that slot of the translation tasks; verdict
+    ``not run: ...``, untested and outside the family, where rows are missing).
 
     Columns: ``task``, ``preset``, ``claim``, ``contrast`` (the formula), ``says``, ``seeds`` (paired),
     ``mean``, ``std`` (of ``c_s``: of the metric, or of the learnt indicators, 1 or 0, where the test is the
@@ -114,11 +139,17 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     from attnbench.sweep.tasks import TASKS, VisionTask
 
     runs = successful_runs(results)
-    runs = runs[[isinstance(TASKS.get(task), VisionTask) for task in runs["task"]]]  # claims about images
+    about_images = {c.slot is None for c in contrasts}
+    if len(about_images) > 1:
+        raise ValueError("a family of contrasts is about images (no slot) or translation (every contrast a slot)")
+    images = about_images == {True}
+    runs = runs[[isinstance(TASKS.get(task), VisionTask) == images for task in runs["task"]]]
     by_row = runs_by_row(runs)
     rows = []
-    for key in sorted({key[:3] for key in by_row}):
+    for key in sorted({key[:3] for key in by_row}, key=str):
         for contrast in contrasts:
+            if not images and contrast.slot != key[2]:
+                continue
             row = dict(task=key[0], preset=key[1], slot=key[2], claim=contrast.claim, contrast=contrast.formula,
                        says=contrast.says, seeds=0, p=math.nan, learnt="", gmacs_attention="")
             missing = [r for r in contrast.rows if (*key, r) not in by_row]
@@ -156,6 +187,12 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     return table
 
 
+def all_claims_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """:func:`claims_table` of the image claims and of the translation claims, one after the other."""
+    tables = [claims_table(results, contrasts, alpha, power) for contrasts in (CLAIMS, TRANSLATION_CLAIMS)]
+    return pd.concat([t for t in tables if len(t)], ignore_index=True) if any(len(t) for t in tables) else tables[0]
+
+
 def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim of a :func:`claims_table`, one column per task (and preset where a task has
     several): the claim's verdict from its contrasts and, per contrast, its mean and Holm-adjusted p.
@@ -167,7 +204,7 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     from .report import p_text
 
     several_presets = table.groupby("task")["preset"].nunique().gt(1)
-    rows = {claim: {"claim": claim, "statement": statement} for claim, statement in CLAIM_STATEMENTS.items()}
+    rows = {claim: {"claim": claim, "statement": CLAIM_STATEMENTS[claim]} for claim in dict.fromkeys(table["claim"])}
     for (task, preset, claim), contrasts in table.groupby(["task", "preset", "claim"], sort=False):
         tested = contrasts[contrasts["p"].notna()]
         if tested.empty:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.variants import SLOTS, Variant
+from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
 
 from .tasks import PRESETS, TASKS
 
@@ -135,8 +135,8 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
     if slot is not None and slot not in SLOTS:
         raise ValueError(f"unknown slot {slot!r}; choose from {tuple(SLOTS)}")
-    if slot is not None and all(t != "nmt" for t in tasks):
-        raise ValueError(f"--slot {slot} applies to the nmt task only; tasks given: {tasks}")
+    if slot is not None and not set(tasks) & set(TRANSLATION_TASKS):
+        raise ValueError(f"--slot {slot} applies to the translation tasks {TRANSLATION_TASKS} only; tasks given: {tasks}")
     variants = (["baseline"] if baseline else []) + factors + modules
     if not variants:
         raise ValueError("nothing to run: give --factors and/or --modules")

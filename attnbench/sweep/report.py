@@ -11,7 +11,7 @@ import pandas as pd
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.sweep.stats import (LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, min_detectable_effect,
                                    paired_statistics, pooled_std, seeds_needed, t_test, welch_test, wilcoxon_p)
-from attnbench.variants import SURVEY_VARIANTS, Variant
+from attnbench.variants import SURVEY_VARIANTS, TRANSLATION_TASKS, Variant
 
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
 #: of mmdet's model zoo (Faster R-CNN R-50-FPN 1x: configs/faster_rcnn, empirical_attention, dcn) and
@@ -344,7 +344,7 @@ def factor_effects(results: pd.DataFrame) -> pd.DataFrame:
         means = dict(zip(factor_sets["variant"], factor_sets["mean"]))
         seeds = dict(zip(group["variant"], group["seeds"]))
         runs = {v: by_row[(task, preset, slot, v)] for v in means}
-        if task != "nmt" and "baseline" in set(group["variant"]):
+        if task not in TRANSLATION_TASKS and "baseline" in set(group["variant"]):
             means["0000"] = group.loc[group["variant"] == "baseline", "mean"].iloc[0]
             seeds["0000"] = seeds["baseline"]
             runs["0000"] = _row_runs(by_row, task, preset, slot)

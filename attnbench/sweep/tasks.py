@@ -7,7 +7,7 @@ import torch
 
 from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, preset_variant, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
-from attnbench.variants import SLOTS, Variant
+from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
 
 #: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
 #: trained for a few iterations and evaluated on a few samples, to check a sweep end to end in a
@@ -163,6 +163,9 @@ class TranslationTask:
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         from attnbench.config_files import CONFIG_ROOT
 
+        if config_preset(preset) not in self.configs:
+            raise ValueError(f"task {self.name} has no {preset} preset; its presets: "
+                             f"{[p for p in PRESETS if config_preset(p) in self.configs]}")
         path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
         options = preset_overrides(self, preset)
         if variant == "baseline":
@@ -196,6 +199,8 @@ STUDY_TASKS: dict = {
                           "long": {"train_cfg.max_iters": 3200, "train_cfg.val_interval": 3200,
                                    "param_scheduler.0.end": 3200, "default_hooks.checkpoint.interval": 3200}}),
     "nmt": TranslationTask(),
+    "nmt-l10n": TranslationTask(
+        name="nmt-l10n", configs={"mini": "configs/translation/transformer-mini_l10n-ende.py"}),
 }
 #: ``det-<rule>``, ``seg-<rule>``, ``fcn-<rule>``: the diagnostic suite (docs/diagnostics.md), one task
 #: per family and rule of mini shapes other than the study's own.

@@ -1,0 +1,166 @@
+"""The l10n corpus builder on catalogues and packages the test writes itself (no network)."""
+import json
+import shutil
+import subprocess
+
+import polib
+import pytest
+
+from attnbench.data import l10n_corpus
+from attnbench.data.l10n_corpus import (CorpusUnavailable, Limits, build_corpus, clean_pair, drop_reason,
+                                        placeholders, split_key, split_of)
+
+
+@pytest.mark.parametrize("pair, cleaned", [
+    (("_Open", "Ö_ffnen"), ("Open", "Öffnen")),                       # GTK mnemonics
+    (("Op_en", "Ö_ffnen"), ("Open", "Öffnen")),                       # inside a word
+    (("&Save As...", "Speichern &unter ..."), ("Save As...", "Speichern unter ...")),  # Qt
+    (("~Insert", "~Einfügen"), ("Insert", "Einfügen")),               # LibreOffice
+    (("Export to &Facebook", "Export zu &Facebook"), ("Export to Facebook", "Export zu Facebook")),
+    (("set file_name", "file_name setzen"), ("set file_name", "file_name setzen")),  # an identifier
+    (("AT&T syntax", "AT&T-Syntax"), ("AT&T syntax", "AT&T-Syntax")),
+    (("set _NET_WM_NAME", "_NET_WM_NAME setzen"), ("set _NET_WM_NAME", "_NET_WM_NAME setzen")),
+    (("<b>Bold</b> &amp; more", "<b>Fett</b> &amp; mehr"), ("Bold & more", "Fett & mehr")),
+    (("Line\none\ttwo ", " Zeile\n eins\tzwei"), ("Line one two", "Zeile eins zwei")),
+    (("usage: cmd <file>", "Aufruf: cmd <Datei>"), ("usage: cmd <file>", "Aufruf: cmd <Datei>")),  # not a tag
+    (("Copy %s to %s", "%s nach %s kopieren"), ("Copy %s to %s", "%s nach %s kopieren")),
+])
+def test_clean_pair(pair, cleaned):
+    assert clean_pair(*pair) == cleaned
+
+
+def test_placeholders_are_kept_and_compared():
+    assert placeholders("%1$s of %2$d, {0} and {name}: $HOME ${DIR} $(ARG) %1 %PRODUCTNAME %qs %<x%> 100%%") \
+        == placeholders("%2$d von %1$s, {name} und {0}: %PRODUCTNAME $(ARG) ${DIR} %1 $HOME %<x%> %qs 100%%")
+    limits = Limits()
+    assert drop_reason("Copy %s to %d", "%d nach %s kopieren", limits) is None  # order may change
+    assert drop_reason("Copy %s to %s", "%s kopieren", limits) == "placeholders"
+    assert drop_reason("Open {0}", "Öffne {1}", limits) == "placeholders"
+
+
+@pytest.mark.parametrize("pair, reason", [
+    (("%s: %d", "%s: %d"), "no_letters"),
+    (("OK", "OK"), "copied"),
+    (("A", "B"), "length"),                                  # shorter than min_chars
+    (("x" * 201, "y" * 150), "length"),
+    (("Short text here", "Ein sehr viel längerer deutscher Text, viel zu lang"), "ratio"),
+    (("Open file", "Datei öffnen"), None),
+])
+def test_drop_reason(pair, reason):
+    assert drop_reason(*pair, Limits()) == reason
+
+
+def test_split_rule_follows_the_english():
+    assert split_key("  Open…") == split_key("open:") == split_key("OPEN")
+    assert len({split_of(text, 0.3, 0.3) for text in ("Open", "open...", " OPEN:")}) == 1
+    splits = [split_of(f"message number {i}", 0.1, 0.2) for i in range(4000)]
+    assert 300 < splits.count("valid") < 500 and 650 < splits.count("test") < 950  # 400 and 800 expected
+
+
+def write_catalogue(path, entries, mo=False):
+    """A German catalogue of ``entries`` (msgid, msgstr, options) as .po, or compiled to .mo."""
+    catalogue = polib.POFile()
+    catalogue.metadata = {"Content-Type": "text/plain; charset=UTF-8", "Language": "de"}
+    for msgid, msgstr, options in entries:
+        catalogue.append(polib.POEntry(msgid=msgid, msgstr=msgstr, **options))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    catalogue.save_as_mofile(str(path)) if mo else catalogue.save(str(path))
+
+
+ALPHA = [  # 6 entries in a .po: 3 kept, 1 plural, 1 fuzzy, 1 empty
+    ("_Open file", "Datei ö_ffnen", {}),
+    ("Save the document", "Dokument speichern", {}),
+    ("Copy %s to %s", "%s nach %s kopieren", {"flags": ["c-format"]}),
+    ("%d file", "", {"msgid_plural": "%d files", "msgstr_plural": {0: "%d Datei", 1: "%d Dateien"}}),
+    ("Close window", "Fenster schließen", {"flags": ["fuzzy"]}),
+    ("Quit", "", {}),
+]
+BETA = [  # 5 entries in a .mo (which holds translated entries only): 2 kept, 1 duplicate of alpha's, 1 copied, 1 placeholder mismatch
+    ("Open file", "Datei öffnen", {}),
+    ("Print page", "Seite drucken", {}),
+    ("Print %s pages", "Seiten drucken", {}),
+    ("Linux", "Linux", {}),
+    ("Delete <b>all</b> lines", "<b>Alle</b> Zeilen löschen", {}),
+]
+
+
+def make_deb(folder, name, version, files, licence="GPL-2+"):
+    """A Debian package ``name`` holding ``files`` (path -> writer) and a machine-readable copyright file."""
+    root = folder / f"{name}-build"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: Test <test@example.org>\n"
+        f"Description: test package\n")
+    doc = root / "usr" / "share" / "doc" / name
+    doc.mkdir(parents=True)
+    (doc / "copyright").write_text(f"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+                                   f"Files: *\nCopyright: Test\nLicense: {licence}\n")
+    for path, write in files.items():
+        write(root / path)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(folder / f"{name}_{version}_all.deb")],
+                   check=True, capture_output=True)
+    shutil.rmtree(root)
+
+
+@pytest.fixture
+def debs(tmp_path):
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is not on this machine")
+    folder = tmp_path / "debs"
+    folder.mkdir()
+    make_deb(folder, "alpha", "1.0-1", {
+        "usr/share/alpha/po/de.po": lambda p: write_catalogue(p, ALPHA),
+        "usr/share/alpha/po/fr.po": lambda p: write_catalogue(p, [("Open", "Ouvrir", {})]),
+    })
+    make_deb(folder, "beta", "2:3.1-2", {
+        "usr/share/locale/de/LC_MESSAGES/beta.mo": lambda p: write_catalogue(p, BETA, mo=True)},
+             licence="LGPL-2.1+")
+    (tmp_path / "packages.txt").write_text("# test list\nalpha 1.0-1\nbeta 2:3.1-2  # a comment\n")
+    return folder
+
+
+def test_build_corpus_from_packages(debs, tmp_path):
+    out = build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs,
+                       valid_fraction=0.3, test_fraction=0.3, log=lambda line: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["entries"] == 11  # the French catalogue is not read
+    assert manifest["dropped"] == dict(plural=1, fuzzy=1, obsolete=0, empty=1, no_letters=0, copied=1,
+                                       placeholders=1, length=0, ratio=0, duplicate=1)
+    assert sum(manifest["pairs"].values()) == 5
+    alpha, beta = manifest["packages"]
+    assert (alpha["name"], alpha["version"], alpha["catalogues"], alpha["kept"]) == ("alpha", "1.0-1", 1, 3)
+    assert (beta["version"], beta["licences"], beta["kept"]) == ("2:3.1-2", ["LGPL-2.1+"], 2)
+    lines = {split: list(zip(*((out / f"{split}.{side}").read_text().splitlines() for side in ("en", "de"))))
+             for split in ("train", "valid", "test")}
+    assert sorted(pair for rows in lines.values() for pair in rows) == sorted([
+        ("Open file", "Datei öffnen"), ("Save the document", "Dokument speichern"),
+        ("Copy %s to %s", "%s nach %s kopieren"), ("Print page", "Seite drucken"),
+        ("Delete all lines", "Alle Zeilen löschen")])
+    for split, rows in lines.items():
+        assert all(split_of(source, 0.3, 0.3) == split for source, _ in rows)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("corpus.tmp")] == []
+
+
+def test_obsolete_entries_are_dropped(tmp_path):
+    path = tmp_path / "de.po"
+    write_catalogue(path, [("Old text", "Alter Text", {"obsolete": True}), ("New text", "Neuer Text", {})])
+    assert sorted(l10n_corpus.catalogue_entries(path), key=str) == [("New text", "Neuer Text"), "obsolete"]
+
+
+def test_nothing_half_written(debs, tmp_path):
+    (tmp_path / "packages.txt").write_text("alpha 1.0-1\nmissing 1.0\n")
+    with pytest.raises(CorpusUnavailable, match="no missing_"):
+        build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs, log=lambda line: None)
+    assert not any(p.name.startswith("corpus") for p in tmp_path.iterdir())
+
+
+def test_without_apt_one_line_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(l10n_corpus.shutil, "which", lambda tool: None if tool == "apt-get" else f"/usr/bin/{tool}")
+    with pytest.raises(CorpusUnavailable, match="no apt-get on this machine.*your own parallel files"):
+        build_corpus(tmp_path / "corpus", log=lambda line: None)
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_pinned_list_parses():
+    pins = l10n_corpus.read_pins()
+    assert len(pins) >= 50 and len({name for name, _ in pins}) == len(pins)

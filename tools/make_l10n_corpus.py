@@ -1,0 +1,42 @@
+"""Build the English-German corpus of Debian's translation catalogues (real user-interface text).
+
+    python tools/make_l10n_corpus.py                      # into data/l10n-ende (the nmt-l10n task's data_root)
+    python tools/make_l10n_corpus.py --debs DIR           # from .deb files already downloaded, no network
+    python tools/make_l10n_corpus.py --out data/l10n-ende --force   # rebuild
+
+Downloads the pinned packages (attnbench/data/l10n_packages.txt) with ``apt-get download`` into
+``$ATTNBENCH_CACHE/debs`` (default ~/.cache/attnbench/debs), reads their German gettext catalogues
+and writes train/valid/test.{en,de} and manifest.json (packages, versions, licences, pairs kept
+and dropped per reason). See attnbench/data/l10n_corpus.py for the cleaning and the split rule.
+"""
+import argparse
+import sys
+
+from attnbench.data.l10n_corpus import PACKAGES_FILE, CorpusUnavailable, Limits, build_corpus
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="data/l10n-ende", help="output folder (default: %(default)s)")
+    p.add_argument("--lang", default="de", help="catalogue language, the target side (default: %(default)s)")
+    p.add_argument("--packages", default=str(PACKAGES_FILE), help="package list, 'NAME VERSION' a line")
+    p.add_argument("--cache", help="download folder for the .deb files (default: $ATTNBENCH_CACHE/debs)")
+    p.add_argument("--debs", help="read the .deb files from this folder instead of downloading them")
+    p.add_argument("--max-chars", type=int, default=Limits.max_chars, help="longest side kept, in characters")
+    p.add_argument("--valid-fraction", type=float, default=0.02, help="share of English strings in valid")
+    p.add_argument("--test-fraction", type=float, default=0.02, help="share of English strings in test")
+    p.add_argument("--force", action="store_true", help="rebuild a finished corpus")
+    args = p.parse_args()
+    try:
+        build_corpus(args.out, lang=args.lang, packages=args.packages, cache=args.cache, debs=args.debs,
+                     limits=Limits(max_chars=args.max_chars), valid_fraction=args.valid_fraction,
+                     test_fraction=args.test_fraction, force=args.force,
+                     log=lambda line: print(line, flush=True))
+    except CorpusUnavailable as error:
+        sys.exit(f"make_l10n_corpus: {error}")
+    except ValueError as error:
+        p.error(str(error))
+
+
+if __name__ == "__main__":
+    main()
