@@ -121,7 +121,7 @@ def test_a_claim_is_reproduced_where_every_tested_contrast_is_and_refuted_where_
     rows += rows_of("0010", row_values(0.0, noise=0.02, seed=4), task="det")  # C2's second contrast: undecided
     table = claims_table(store_frame(rows))
     verdicts = claim_verdicts(table).set_index("claim")
-    assert list(verdicts.index) == list(CLAIM_STATEMENTS) and list(verdicts.columns) == ["statement", "det", "seg"]
+    assert list(verdicts.index) == ["C1", "C2", "C3", "C4", "C5"] and list(verdicts.columns) == ["statement", "det", "seg"]
     c1 = table[(table["claim"] == "C1") & (table["task"] == "det")]
     assert verdicts.loc["C1", "det"] == "reproduced ({:+.3g}, p {}; {:+.3g}, p {})".format(
         c1["mean"].iloc[0], compare.p_text(c1["p_holm"].iloc[0]), c1["mean"].iloc[1], compare.p_text(c1["p_holm"].iloc[1]))
@@ -147,3 +147,27 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
         compare.main(["--results", str(tmp_path), "--claims", "--power"])
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--by-claim"])
+
+
+def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
+    from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table
+
+    rows = rows_of("baseline", BASE, task="nmt-l10n")
+    gains = {"enc-dec": {"1111": 0.2, "0111": 0.0}, "enc-self": {"0111": 0.05, "1011": 0.0, "1101": 0.05, "1110": 0.05}}
+    for slot, row_gains in gains.items():
+        for seed, (variant, gain) in enumerate(row_gains.items(), 7):
+            rows += rows_of(variant, row_values(gain, seed=seed), task="nmt-l10n", slot=slot)
+    rows += rows_of("1111", row_values(0.0, seed=20), task="det")  # an image task: the image family's
+    table = all_claims_table(store_frame(rows))
+    translation = table[table["task"] == "nmt-l10n"]
+    assert len(translation) == len(TRANSLATION_CLAIMS)  # each contrast once, in its slot
+    tested = translation[translation["p"].notna()]
+    assert sorted(zip(tested["slot"], tested["contrast"])) == [
+        ("enc-dec", "1111 - 0111"), ("enc-self", "0111 - 1011"), ("enc-self", "1101 - 1011"),
+        ("enc-self", "1110 - 1011")]
+    assert (tested["family"] == 4).all() and (tested["verdict"] == "reproduced").all()
+    assert translation.loc[translation["slot"] == "dec-self", "verdict"].str.startswith("not run").all()
+    assert set(table.loc[table["task"] == "det", "claim"]) == {"C1", "C2", "C3", "C4", "C5"}
+    verdicts = claim_verdicts(translation).set_index("claim")
+    assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced") and list(verdicts.index) == ["T1", "T2", "T3", "T4"]
+    assert verdicts.loc["T3", "nmt-l10n"] == "not run"

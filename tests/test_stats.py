@@ -52,6 +52,15 @@ def test_wilcoxon_drops_zero_differences_and_flips_signs_through_ties():
     assert p == pytest.approx(by_enumeration, rel=1e-12)
 
 
+def test_wilcoxon_sees_ties_hidden_by_float_noise():
+    """Differences equal at the stored precision (det C3's -0.013 and +0.013, as subtracting floats gives them)
+    are ties: the p is the all-sign-flip one of the rounded differences, not the no-ties distribution's."""
+    noisy = [-0.012999999999999956, 0.013000000000000012, 0.021, -0.004, 0.032]
+    exact = [-0.013, 0.013, 0.021, -0.004, 0.032]
+    assert wilcoxon_p(pd.Series(noisy)) == pytest.approx(stats.wilcoxon(exact).pvalue, rel=1e-12)
+    assert stats.wilcoxon(noisy).pvalue != pytest.approx(stats.wilcoxon(exact).pvalue)  # what rounding prevents
+
+
 def test_wilcoxon_has_no_test_for_one_pair_or_no_nonzero_difference():
     assert math.isnan(wilcoxon_of_rows([0.25]))  # scipy would say 1.0: one seed has no test here, as the paired t
     assert math.isnan(wilcoxon_of_rows([0.0, 0.0, 0.0]))  # nothing to rank (scipy: 1.0 and a warning)

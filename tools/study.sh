@@ -56,6 +56,13 @@
 #           on det-flag and fcn-flag; flag-side: C3, C5 on det-flag-side), seeds 110-119
 #   claims-report  the claims table (claims.md), the verdict of each claim per task (verdicts.md) and the
 #           trade-off plots of results/claims
+#   l10n-pilot  real language (nmt-l10n: Debian's English-German catalogues, tools/make_l10n_corpus.py): the
+#           baseline at seeds 200-202, for the cost per run and the seed spread, into results/l10n
+#   l10n-claims  the translation claims T1-T4 (attnbench.sweep.claims.TRANSLATION_CLAIMS), every row in its slot
+#           at the seeds L10N_SEEDS fixed with the predictions (docs/study.md), into results/l10n
+#   l10n-tradeoff  the 15 factor sets and the other mechanisms in each slot at the first three of L10N_SEEDS,
+#           for the trade-off plot
+#   l10n-report  the claims table and verdicts, the power analysis and the plots of results/l10n
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -80,6 +87,7 @@ SEEDS=${SEEDS:-5}
 JOBS=${JOBS:-2}
 RESULTS=${RESULTS:-results/study}
 ROWS=${ROWS:-}
+L10N_SEEDS=${L10N_SEEDS:-210-214}  # the real-language claims' seeds, registered before their runs (docs/study.md)
 # every row of a task but the baseline and the factor sets (which --factors all adds), from the
 # project's own lists: attnbench.variants.vision_rows and the translation task's mechanisms
 module_rows() {
@@ -92,9 +100,10 @@ else:
 print(','.join(v for v in rows if v != 'baseline' and v not in ALL_FACTORS))"
 }
 
-# the rows of the claims' contrasts but the baseline (attnbench.sweep.claims.CLAIMS)
+# the rows of the claims' contrasts but the baseline (attnbench.sweep.claims.CLAIMS, or the family and slot given)
 claim_rows() {
-    "$PYTHON" -c "from attnbench.sweep.claims import claim_rows; print(','.join(claim_rows()))"
+    "$PYTHON" -c "import sys; from attnbench.sweep import claims
+print(','.join(claims.claim_rows(getattr(claims, sys.argv[1]), sys.argv[2] or None)))" "${1:-CLAIMS}" "${2:-}"
 }
 
 failed=()  # parts with a failed run: recorded, the study goes on, the script exits 1 at the end
@@ -106,8 +115,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | l10n-pilot | l10n-claims | l10n-tradeoff | l10n-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, l10n-pilot, l10n-claims, l10n-tradeoff, l10n-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -181,6 +190,24 @@ for p in "${parts[@]}"; do
             "$PYTHON" tools/plot.py --results results/claims
             "$PYTHON" tools/plot.py --results results/claims --cost attention
             echo results/claims/claims.md results/claims/verdicts.md ;;
+        l10n-pilot)  # the real-language task's cost and seed spread, before its claims are registered
+            sweep --tasks nmt-l10n --seeds 200-202 --results results/l10n ;;
+        l10n-claims)  # every row of the translation claims' contrasts in its slot, seeds fixed with the predictions
+            for slot in enc-dec enc-self dec-self; do
+                sweep --tasks nmt-l10n --slot "$slot" --modules "$(claim_rows TRANSLATION_CLAIMS "$slot")" \
+                    --seeds "$L10N_SEEDS" --results results/l10n
+            done ;;
+        l10n-tradeoff)  # the other factor sets and mechanisms in each slot, at the claims' first three seeds
+            sweep --tasks nmt-l10n --factors all --modules "$(module_rows nmt)" --seeds "${L10N_SEEDS%%-*}-$((${L10N_SEEDS%%-*} + 2))" \
+                --results results/l10n ;;
+        l10n-report)
+            "$PYTHON" tools/compare.py --results results/l10n --seeds "$L10N_SEEDS" --claims --format markdown \
+                > results/l10n/claims.md
+            "$PYTHON" tools/compare.py --results results/l10n --seeds "$L10N_SEEDS" --claims --by-claim --format markdown \
+                > results/l10n/verdicts.md
+            "$PYTHON" tools/compare.py --results results/l10n --power > results/l10n/power.md
+            "$PYTHON" tools/plot.py --results results/l10n
+            echo results/l10n/claims.md results/l10n/verdicts.md results/l10n/power.md ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

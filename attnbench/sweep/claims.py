@@ -146,7 +146,9 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     runs = runs[[isinstance(TASKS.get(task), VisionTask) == images for task in runs["task"]]]
     by_row = runs_by_row(runs)
     rows = []
-    for key in sorted({key[:3] for key in by_row}, key=str):
+    keys = {key[:3] for key in by_row} if images else \
+        {(*key[:2], contrast.slot) for key in by_row for contrast in contrasts}  # every slot a contrast names
+    for key in sorted(keys, key=str):
         for contrast in contrasts:
             if not images and contrast.slot != key[2]:
                 continue
@@ -204,7 +206,8 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     from .report import p_text
 
     several_presets = table.groupby("task")["preset"].nunique().gt(1)
-    rows = {claim: {"claim": claim, "statement": CLAIM_STATEMENTS[claim]} for claim in dict.fromkeys(table["claim"])}
+    rows = {claim: {"claim": claim, "statement": statement} for claim, statement in CLAIM_STATEMENTS.items()
+            if claim in set(table["claim"])}
     for (task, preset, claim), contrasts in table.groupby(["task", "preset", "claim"], sort=False):
         tested = contrasts[contrasts["p"].notna()]
         if tested.empty:
