@@ -11,7 +11,9 @@ Examples:
     python tools/sweep.py --factors all --dry-run         # the plan, configs and FLOPs; no training
     python tools/sweep.py --factors 0110 --preset smoke   # a few iterations per run: checks the set-up
     python tools/sweep.py --list                          # every mechanism token, its family, paper, MACs
-    python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111
+    python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111   # 8 ranks a run
+    python tools/sweep.py --preset smoke --procs-per-run 2 --factors 0010 --tasks det,nmt    # 2 gloo ranks a run
+    python tools/sweep.py --launcher slurm --no-wait --slurm-opt account=lab --qos normal ...   # queue and return
 
 Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
 row of RESULTS/results.csv; a rerun skips runs already done (--force redoes them), so a killed
@@ -28,6 +30,24 @@ import time
 from tqdm import tqdm
 
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
+
+
+def parse_key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` strings -> pairs; ValueError naming ``flag`` otherwise."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} takes KEY=VALUE, got {item!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def parse_cfg_options(items: list[str]) -> dict:
+    """``--cfg-options`` as mmengine reads them (``a.b=1``, ``x=[1,2]``, ``s=text``) -> overrides."""
+    from mmengine.config import DictAction
+
+    return {key: DictAction._parse_iterable(value) for key, value in parse_key_values(items, "--cfg-options")}
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,8 +77,26 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="CPU threads per run, overriding the config's cpu_threads (the mini "
                    "presets fix 1, so that a run's numbers do not depend on --jobs; another count makes other runs)")
     p.add_argument("--partition", help="slurm partition")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs per slurm run")
+    p.add_argument("--procs-per-run", type=int, help="processes each run trains on (torchrun's ranks locally, a "
+                   "Slurm job's tasks): the total batch is that many times the config's, the learning rate scaled by "
+                   "mmengine's auto_scale_lr (docs/sweep.md, 'Running at scale'); gloo on CPUs (default 1)")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per run, one rank each (sets --procs-per-run); with "
+                   "--launcher slurm they are requested from Slurm, locally each parallel job gets its own")
+    p.add_argument("--cfg-options", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="override config keys of every run (mmengine's --cfg-options syntax), after the task's own")
     p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per slurm run")
+    p.add_argument("--cpus-per-task", type=int, help="Slurm CPUs per rank (default 1)")
+    p.add_argument("--mem", help="Slurm memory per node, e.g. 64G")
+    p.add_argument("--account", help="Slurm account")
+    p.add_argument("--qos", help="Slurm quality of service")
+    p.add_argument("--array-parallelism", type=int, help="most jobs of the sweep's Slurm job array running at once")
+    p.add_argument("--slurm-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other sbatch option, e.g. --slurm-opt constraint=a100 (repeat for more)")
+    p.add_argument("--no-wait", action="store_true", help="with --launcher slurm: submit and return; each job "
+                   "records its own row, which a later sweep.py or compare.py on the same store reads")
+    p.add_argument("--wandb-mode", choices=["online", "offline", "disabled"],
+                   help="W&B mode of the runs, on whatever machine they train (default: online where this machine "
+                   "has W&B credentials, else offline)")
     p.add_argument("--wandb-project", default="attnbench")
     p.add_argument("--wandb-group", help="W&B group (default: the results directory name)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
@@ -83,16 +121,21 @@ def main() -> int:
         factors = parse_factors(args.factors) if args.factors else []
         modules = [m.strip() for m in args.modules.split(",") if m.strip()]
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        procs = args.procs_per_run or args.gpus or 1
+        if args.gpus and args.procs_per_run and args.gpus != args.procs_per_run:
+            raise ValueError(f"--gpus {args.gpus} means {args.gpus} ranks a run; --procs-per-run says {args.procs_per_run}")
         runs = build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
-                          args.threads)
+                          args.threads, parse_cfg_options(args.cfg_options), procs)
         store = ResultsStore(args.results)
         store.check_writable()
         store.read()  # a foreign or damaged results.csv stops the sweep here, before it could overwrite it
         wandb = None if args.no_wandb else dict(
-            project=args.wandb_project, group=args.wandb_group or store.root.name, mode=wandb_mode())
-        runner = SweepRunner(store, args.launcher, args.jobs, wandb,
-                             dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min),
-                             snapshot=not args.no_snapshot)
+            project=args.wandb_project, group=args.wandb_group or store.root.name, mode=args.wandb_mode or wandb_mode())
+        slurm = dict(partition=args.partition, gpus=args.gpus, timeout_min=args.timeout_min,
+                     cpus_per_task=args.cpus_per_task, mem=args.mem, account=args.account, qos=args.qos,
+                     array_parallelism=args.array_parallelism, extra=dict(parse_key_values(args.slurm_opt, "--slurm-opt")))
+        runner = SweepRunner(store, args.launcher, args.jobs, wandb, slurm, snapshot=not args.no_snapshot,
+                             wait=not args.no_wait)
     except ResultsStoreError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -71,6 +72,20 @@ def wandb_mode() -> str:
     netrc = Path.home() / ".netrc"
     configured = os.environ.get("WANDB_API_KEY") or (netrc.exists() and "api.wandb.ai" in netrc.read_text())
     return "online" if configured else "offline"
+
+
+def _device_groups(jobs: int, procs: int) -> queue.SimpleQueue | None:
+    """On a GPU machine, ``jobs`` groups of ``procs`` devices each (``CUDA_VISIBLE_DEVICES`` values) that the
+    local launcher hands to its parallel runs, so that no two runs share a GPU; None without CUDA."""
+    if not torch.cuda.is_available():
+        return None
+    count = torch.cuda.device_count()
+    if jobs * procs > count:
+        raise ValueError(f"--jobs {jobs} x {procs} processes a run need {jobs * procs} GPUs; this machine has {count}")
+    groups = queue.SimpleQueue()
+    for job in range(jobs):
+        groups.put(",".join(str(job * procs + k) for k in range(procs)))
+    return groups
 
 
 class ForkServer:
@@ -141,13 +156,16 @@ class SweepRunner:
     """Executes runs and records one result row each in the store."""
 
     def __init__(self, store: ResultsStore, launcher: str = "local", jobs: int = 1, wandb: dict | None = None,
-                 slurm: dict | None = None, snapshot: bool = True):
+                 slurm: dict | None = None, snapshot: bool = True, wait: bool = True):
         if launcher not in LAUNCHERS:
             raise ValueError(f"unknown launcher {launcher!r}; choose from {LAUNCHERS}")
         if jobs < 1:
             raise ValueError(f"--jobs must be a positive integer, got {jobs}")
-        self.store, self.launcher, self.jobs = store, launcher, jobs
+        if not wait and launcher == "local":
+            raise ValueError("--no-wait needs a scheduler (--launcher slurm): local runs end with the sweep")
+        self.store, self.launcher, self.jobs, self.wait = store, launcher, jobs, wait
         self.wandb, self.slurm = wandb, slurm or {}
+        self._devices: queue.SimpleQueue | None = None  # the local launcher's free GPU groups, on GPU machines
         self.commit = _git_commit()
         self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
         self._servers: ForkServers | None = None  # the local launcher's, while run_all runs
@@ -171,10 +189,14 @@ class SweepRunner:
         return ["env", f"PYTHONPATH={path}", "PYTHONSAFEPATH=1", *command]
 
     def _prepare(self, run: Run) -> tuple[Path, Path]:
-        """Write the run's spec (``run.json``) for its worker; the paths of the spec and of its result."""
+        """Write the run's spec (``run.json``) for its worker; the paths of the spec and of its result. A
+        scheduler's job records its own row (``record``: the store and the row's identity), so that rows land
+        whether or not the sweep that submitted it is still there."""
         run_dir = self.run_dir(run)
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = run.to_dict() | {"work_dir": str(run_dir), "wandb": self.wandb}
+        if self.launcher == "slurm":
+            spec["record"] = dict(store=str(self.store.root.resolve()), row=self._identity(run, utc_now()))
         config = Path(run.config).resolve()
         if self.code is not None and config.is_relative_to(CONFIG_ROOT):
             spec["config"] = str(self.code / "configs" / config.relative_to(CONFIG_ROOT))
@@ -183,18 +205,31 @@ class SweepRunner:
         result.unlink(missing_ok=True)
         return run_dir / "run.json", result
 
-    def _command(self, run: Run) -> tuple[list[str], Path]:
+    def _command(self, run: Run, ranks: int = 1) -> tuple[list[str], Path]:
+        """The worker's command line and result path; with ``ranks`` > 1 under torchrun (local runs on
+        several processes; a Slurm job's tasks are its ranks instead)."""
         spec, result = self._prepare(run)
-        return [*self._worker(), str(spec), str(result)], result
+        worker = self._worker()
+        if ranks > 1:
+            start = worker.index(sys.executable)
+            worker = [*worker[:start], sys.executable, "-m", "torch.distributed.run", "--standalone",
+                      f"--nproc_per_node={ranks}", *worker[start + 1:]]
+        return [*worker, str(spec), str(result)], result
 
     def _execute_local(self, run: Run, on_start) -> dict:
         on_start(run)
         threads, log = self.threads(run), self.run_dir(run) / "run.log"
-        if self._servers is None:  # a fresh interpreter for the run
-            command, result = self._command(run)
-            with open(log, "w") as output:
-                code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT,
-                                      env=os.environ | {"OMP_NUM_THREADS": str(threads)}).returncode
+        if self._servers is None or run.procs > 1:  # a fresh interpreter (or torchrun's ranks) for the run
+            command, result = self._command(run, run.procs)
+            devices = self._devices.get() if self._devices is not None else None
+            env = os.environ | {"OMP_NUM_THREADS": str(threads)} | (
+                {"CUDA_VISIBLE_DEVICES": devices} if devices is not None else {})
+            try:
+                with open(log, "w") as output:
+                    code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=env).returncode
+            finally:
+                if devices is not None:
+                    self._devices.put(devices)
             return self._read_result(result, f"worker exited with code {code}")
         spec, result = self._prepare(run)
         server = self._servers.take(threads)
@@ -206,29 +241,60 @@ class SweepRunner:
         return self._read_result(result, f"worker exited with code {code}" if code is not None else
                                  f"the worker's fork server died (see {server.log})")
 
-    def _execute_submitit(self, runs: list[Run]):
+    def _executor(self, procs: int):
+        """submitit's executor for runs on ``procs`` processes: a Slurm job of ``procs`` tasks (one rank each,
+        one GPU each with ``--gpus``), submitted as one job array; or the local executor (testing)."""
         import submitit
 
         folder = self.store.root / "submitit"
-        if self.launcher == "slurm":
-            executor = submitit.AutoExecutor(folder=folder)
-            executor.update_parameters(
-                slurm_partition=self.slurm.get("partition"), gpus_per_node=self.slurm.get("gpus", 1),
-                tasks_per_node=1, cpus_per_task=self.slurm.get("cpus", 8),
-                timeout_min=self.slurm.get("timeout_min", 24 * 60), name="attnbench")
-        else:
+        if self.launcher != "slurm":
             executor = submitit.LocalExecutor(folder=folder)
             executor.update_parameters(timeout_min=self.slurm.get("timeout_min", 24 * 60))
-        commands = {run.run_id: self._command(run) for run in runs}
-        jobs = {executor.submit(submitit.helpers.CommandFunction(commands[r.run_id][0], verbose=False)): r
-                for r in runs}
+            return executor
+        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+        gpus = self.slurm.get("gpus", 0)
+        options = dict(slurm_partition=self.slurm.get("partition"), tasks_per_node=procs,
+                       cpus_per_task=self.slurm.get("cpus_per_task") or 1,
+                       timeout_min=self.slurm.get("timeout_min", 24 * 60), name="attnbench",
+                       slurm_array_parallelism=self.slurm.get("array_parallelism") or 256)
+        if gpus:
+            options["gpus_per_node"] = procs  # one GPU per rank
+        named = {key: self.slurm[key] for key in ("mem", "account", "qos") if self.slurm.get(key)}
+        options.update({f"slurm_{key}": value for key, value in named.items()})
+        if self.slurm.get("extra"):
+            options["slurm_additional_parameters"] = dict(self.slurm["extra"])
+        executor.update_parameters(**{k: v for k, v in options.items() if v is not None})
+        return executor
+
+    def submit(self, runs: list[Run]) -> dict:
+        """Submit ``runs`` through submitit, one job array per process count; ``{job: run}``."""
+        import submitit
+
+        jobs = {}
+        for procs in sorted({run.procs for run in runs}):
+            group = [run for run in runs if run.procs == procs]
+            executor = self._executor(procs)
+            commands = [submitit.helpers.CommandFunction(self._command(run)[0], verbose=False) for run in group]
+            if self.launcher == "slurm":
+                with executor.batch():
+                    submitted = [executor.submit(command) for command in commands]
+            else:
+                submitted = [executor.submit(command) for command in commands]
+            jobs.update(zip(submitted, group))
+        return jobs
+
+    def _execute_submitit(self, runs: list[Run]):
+        jobs = self.submit(runs)
         for job, run in jobs.items():
+            log = self.run_dir(run) / "run.log"
             try:
                 output = job.result()
-                (self.run_dir(run) / "run.log").write_text(str(output))
+                log.write_text("\n".join(map(str, output)) if isinstance(output, list) else str(output))
+                error = f"{self.launcher} job {job.job_id} wrote no result"
             except Exception as e:  # the worker recorded its error; a crash is recorded below
-                (self.run_dir(run) / "run.log").write_text(str(e))
-            yield run, self._read_result(commands[run.run_id][1], f"submitit job {job.job_id} failed")
+                log.write_text(str(e))
+                error = f"{self.launcher} job {job.job_id} failed ({str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__}); its log: {job.paths.stdout}"
+            yield run, self._read_result(self.run_dir(run) / "result.json", error)
 
     @staticmethod
     def _read_result(path: Path, fallback_error: str) -> dict:
@@ -236,11 +302,15 @@ class SweepRunner:
             return json.loads(path.read_text())
         return {"status": "failed", "error": fallback_error}
 
+    def _identity(self, run: Run, started: str) -> dict:
+        """The part of a run's row that the sweep knows before it runs."""
+        return dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
+                    factors=run.factors, modules=run.modules, params=run.params, seed=run.seed,
+                    config=repository_path(run.config), config_hash=run.config_hash,
+                    attnbench_version=attnbench.__version__, git_commit=self.commit, started_at=started)
+
     def _record(self, run: Run, result: dict, started: str) -> dict:
-        row = dict(run_id=run.run_id, task=run.task, preset=run.preset, slot=run.slot, variant=run.variant,
-                   factors=run.factors, modules=run.modules, params=run.params, seed=run.seed, config=repository_path(run.config),
-                   config_hash=run.config_hash, attnbench_version=attnbench.__version__,
-                   git_commit=self.commit, started_at=started, finished_at=utc_now()) | result
+        row = self._identity(run, started) | {"finished_at": utc_now()} | result
         self.store.record(row)
         return row
 
@@ -255,6 +325,10 @@ class SweepRunner:
                 generate_missing_data(cfg)
         if self.snapshot and runs and self.code is None:
             self.code = snapshot_code(self.store.root)
+        if self.launcher != "local" and not self.wait:
+            for job, run in self.submit(runs).items():
+                print(f"submitted {run.run_id}: job {job.job_id}, log {job.paths.stdout}", flush=True)
+            return
         if self.launcher != "local":
             started = utc_now()
             for run, result in self._execute_submitit(runs):
@@ -263,6 +337,7 @@ class SweepRunner:
         # forked runs on CPUs only: the imports ask CUDA for its devices (mmcv does), and a process forked
         # after that cannot use CUDA; there, each run starts a fresh interpreter
         self._servers = None if torch.cuda.is_available() else ForkServers(self._worker(), self.store.root / "runs")
+        self._devices = _device_groups(self.jobs, max(run.procs for run in runs) if runs else 1)
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 futures = {}

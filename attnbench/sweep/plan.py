@@ -21,6 +21,7 @@ class Run:
     slot: str | None = None
     config: str = ""
     cfg_options: dict = field(default_factory=dict)
+    procs: int = 1  # processes (ranks) the run trains on: one per GPU, or gloo ranks on CPUs
 
     @cached_property
     def _resolved_config(self):
@@ -36,9 +37,11 @@ class Run:
 
     @cached_property
     def config_hash(self) -> str:
-        """Hash of the resolved config, overrides and seed: a changed config is a new run."""
+        """Hash of the resolved config, overrides, seed and (above one) process count: a changed config, or
+        the same config on another number of ranks, is a new run."""
         text = self._resolved_config.pretty_text + json.dumps(self.cfg_options, sort_keys=True)
-        return hashlib.sha1(f"{text}|seed={self.seed}".encode()).hexdigest()[:10]
+        ranks = f"|procs={self.procs}" if self.procs > 1 else ""
+        return hashlib.sha1(f"{text}|seed={self.seed}{ranks}".encode()).hexdigest()[:10]
 
     @property
     def cpu_threads(self) -> int | None:
@@ -112,16 +115,21 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,
-               slot: str | None = None, baseline: bool = True, threads: int | None = None) -> list[Run]:
+               slot: str | None = None, baseline: bool = True, threads: int | None = None,
+               cfg_options: dict | None = None, procs: int = 1) -> list[Run]:
     """Every (task, variant, seed) run, seed by seed; raises ``ValueError`` on any bad input before training.
 
     ``seeds`` is a count (seeds 0 .. N-1) or the seeds themselves (:func:`parse_seeds`).
 
     ``threads`` overrides the CPU threads the configs fix (``cpu_threads``): a run with another
     thread count computes other numbers, so it is another run (its own config hash and run id).
+    ``cfg_options`` are applied to every run's config after the task's own (``--cfg-options``), and
+    ``procs`` is the number of processes each run trains on (``--procs-per-run``): another run too.
     """
     if threads is not None and threads < 1:
         raise ValueError(f"--threads must be a positive integer, got {threads}")
+    if not isinstance(procs, int) or procs < 1:
+        raise ValueError(f"--procs-per-run must be a positive integer, got {procs}")
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {PRESETS}")
     if isinstance(seeds, int):
@@ -145,10 +153,11 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         task = TASKS[task_name]
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
             for task_slot in task.slots(slot, variant):
-                config, cfg_options = task.config(preset, variant, task_slot)
+                config, options = task.config(preset, variant, task_slot)
+                options = options | (cfg_options or {})
                 if threads is not None:
-                    cfg_options = cfg_options | {"cpu_threads": threads}
-                rows.append((task_name, variant, task_slot, config, cfg_options))
+                    options = options | {"cpu_threads": threads}
+                rows.append((task_name, variant, task_slot, config, options))
     # seed by seed: a sweep stopped midway leaves every row at its first seeds, i.e. whole paired contrasts
-    return [Run(task_name, preset, variant, seed, task_slot, config, cfg_options)
-            for seed in seeds for task_name, variant, task_slot, config, cfg_options in rows]
+    return [Run(task_name, preset, variant, seed, task_slot, config, options, procs)
+            for seed in seeds for task_name, variant, task_slot, config, options in rows]

@@ -31,8 +31,9 @@ PUBLISHED = {
 
 _GROUP = ["task", "preset", "slot", "variant"]
 
-#: A run's protocol: two runs at one seed are paired only when they agree on all of these, none missing.
-PROTOCOL = ("threads", "device", "torch_version", "mmcv_version")
+#: A run's protocol: two runs at one seed are paired only when they agree on all of these, none missing
+#: (``world_size``, the processes a run trained on, reads as 1 for rows written before it was recorded).
+PROTOCOL = ("threads", "world_size", "device", "torch_version", "mmcv_version")
 
 _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "paired_p", "wilcoxon_p", "pairing",
                      "exact_p", "exact_paired"]
@@ -47,6 +48,7 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
+    ok["world_size"] = ok["world_size"].fillna(1) if "world_size" in ok else 1
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
     for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",

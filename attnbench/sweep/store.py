@@ -27,6 +27,7 @@ from filelock import FileLock
 #: query's generalized-attention weight on the pixels that decide its class, mean over blocks, heads and
 #: validation objects), ``mass_context_E1`` .. ``_E4`` each term's alone, ``mass_context_chance`` the
 #: context's share of the image, uniform attention's mass (attnbench.mm.attention_mass); empty elsewhere.
+#: ``world_size`` is the number of processes (ranks) the run trained on, empty for rows written before it.
 #: ``run_seconds`` is the worker's wall time, ``val_seconds`` the validations' (within ``train_seconds``),
 #: ``outside_seconds`` what was not training steps (attnbench.sweep.worker); ``started_at`` and
 #: ``finished_at`` the worker's own start and end (the sweep's submission time for rows before them).
@@ -36,7 +37,7 @@ COLUMNS = (
     "params_model", "input_size", "train_seconds", "val_seconds", "run_seconds", "outside_seconds", "peak_memory_mb",
     "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
-    "threads", "device", "torch_version", "mmcv_version", "status", "error",
+    "threads", "world_size", "device", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
 )
 

@@ -2,6 +2,14 @@
 
     python -m attnbench.sweep.worker RUN_JSON RESULT_JSON    # one run (Slurm, submitit)
     python -m attnbench.sweep.worker --serve                 # a fork server (the local launcher)
+    torchrun --standalone --nproc_per_node N -m attnbench.sweep.worker RUN_JSON RESULT_JSON   # on N ranks
+    srun -n N python -m attnbench.sweep.worker RUN_JSON RESULT_JSON                          # the same
+
+A run on N processes (torchrun's ranks, or the tasks of a Slurm job step: :func:`distributed_world`
+gives both one form) trains with mmengine's ``pytorch`` launcher (gloo on CPUs, NCCL on GPUs); the
+total batch is N times the config's per-process batch, and the learning rate follows mmengine's
+``auto_scale_lr`` from the config's ``base_batch_size`` (the per-process batch where it states none).
+Rank 0 alone writes the result.
 
 Writes the result row (status ``ok`` or ``failed`` with the error) to RESULT_JSON. A process per run
 keeps runs independent (mmengine's W&B backend mutates the config it is given) and makes the peak
@@ -48,6 +56,31 @@ def _cost(row: dict, run_seconds: float) -> dict:
     return cost
 
 
+def distributed_world() -> tuple[int, int]:
+    """``(rank, world size)`` of this process's run. Under ``srun`` with several tasks and no torchrun,
+    Slurm's variables are translated into torchrun's (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``MASTER_ADDR``: the job's first node, ``MASTER_PORT``: from the job id), so that one path serves both."""
+    tasks = int(os.environ.get("SLURM_NTASKS", os.environ.get("SLURM_NPROCS", "1")))
+    if "WORLD_SIZE" not in os.environ and tasks > 1 and "SLURM_PROCID" in os.environ:
+        import subprocess
+
+        nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST", "localhost")
+        hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True).stdout.split()
+        job = int(os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "0")))
+        task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
+        os.environ.update(RANK=os.environ["SLURM_PROCID"], WORLD_SIZE=str(tasks),
+                          LOCAL_RANK=os.environ.get("SLURM_LOCALID", "0"), MASTER_ADDR=(hosts or [nodes])[0],
+                          MASTER_PORT=os.environ.get("MASTER_PORT", str(20000 + (job * 101 + task) % 20000)))
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def scale_learning_rate(cfg) -> None:
+    """mmengine's ``auto_scale_lr`` for a run on several processes: the learning rate times the total batch
+    over ``base_batch_size`` (the config's, else its per-process batch: the 1-process run is the reference)."""
+    base = (cfg.get("auto_scale_lr") or {}).get("base_batch_size") or cfg.train_dataloader.batch_size
+    cfg.auto_scale_lr = dict(enable=True, base_batch_size=base)
+
+
 def _wandb_backend(run: dict) -> dict:
     wandb = run["wandb"]
     return dict(type="attnbench.WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
@@ -62,12 +95,18 @@ def execute(run: dict) -> dict:
 
     from attnbench.mm.attention_mass import AttentionMassHook
     from attnbench.mm.hooks import OpeningHook, RunSummaryHook, unwrapped_model
-    from attnbench.mm.run_setup import apply_run_protocol, format_configs_once, load_config, resumable_checkpoints
+    from attnbench.mm.run_setup import (apply_run_protocol, closing_process_group, format_configs_once, load_config,
+                                        resumable_checkpoints, setup_cpu_distributed)
 
     from .tasks import TASKS
 
     task = TASKS[run["task"]]
-    cfg = load_config(run["config"], run["work_dir"], run["cfg_options"])
+    _, world_size = distributed_world()
+    cfg = load_config(run["config"], run["work_dir"], run["cfg_options"], "pytorch" if world_size > 1 else "none")
+    if world_size > 1:
+        scale_learning_rate(cfg)
+        cfg.find_unused_parameters = True  # a variant's switched-off terms leave parameters without gradients
+        setup_cpu_distributed(cfg)
     cfg.randomness = dict(cfg.get("randomness") or {}, seed=run["seed"])  # as --cfg-options randomness.seed=S
     protocol = apply_run_protocol(cfg)
     format_configs_once()
@@ -91,7 +130,7 @@ def execute(run: dict) -> dict:
     mass = [AttentionMassHook(summary=recorder.extra)] if task.rule else []  # diagnostic tasks: where attention looks
     for hook in (recorder, opening, *mass):
         runner.register_hook(hook, priority=hook.priority)
-    with resumable_checkpoints():
+    with resumable_checkpoints(), closing_process_group():
         runner.train()  # ends with a validation of the final weights
     if task.metric not in recorder.metrics:
         raise KeyError(f"validation reported {sorted(recorder.metrics)}, not {task.metric!r}")
@@ -100,7 +139,7 @@ def execute(run: dict) -> dict:
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                val_seconds=round(recorder.val_seconds, 1),
-               peak_memory_mb=round(_peak_memory_mb(), 1), **protocol, **recorder.extra)
+               peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, **protocol, **recorder.extra)
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
@@ -108,10 +147,12 @@ def execute(run: dict) -> dict:
 
 
 def work(run_path: str, result_path: str) -> int:
-    """Execute the run of ``run_path``, write its row to ``result_path``; the exit code (0: ok)."""
+    """Execute the run of ``run_path``, write its row to ``result_path`` (rank 0 of a distributed run) and,
+    where the spec names a store (``record``: the Slurm launcher's jobs), record it there; the exit code (0: ok)."""
     import attnbench
 
     started, clock = utc_now(), time.perf_counter()
+    rank, _ = distributed_world()
     print(f"attnbench {attnbench.__version__} from {os.path.dirname(attnbench.__file__)}", flush=True)
     with open(run_path) as f:
         run = json.load(f)
@@ -122,8 +163,13 @@ def work(run_path: str, result_path: str) -> int:
         traceback.print_exc()
         row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
     row |= _cost(row, time.perf_counter() - clock) | {"started_at": started, "finished_at": utc_now()}
-    with open(result_path, "w") as f:
-        json.dump(row, f)
+    if rank == 0:
+        with open(result_path, "w") as f:
+            json.dump(row, f)
+        if run.get("record"):  # the job records its own row: a sweep submitted with --no-wait need not be there
+            from .store import ResultsStore
+
+            ResultsStore(run["record"]["store"]).record(run["record"]["row"] | row)
     return code
 
 
