@@ -59,8 +59,8 @@
 #   l10n-pilot  real language (nmt-l10n: Debian's English-German catalogues, tools/make_l10n_corpus.py): the
 #           baseline at seeds 200-202, for the cost per run and the seed spread, into results/l10n
 #   l10n-claims  the translation claims T1-T4 (attnbench.sweep.claims.TRANSLATION_CLAIMS), every row in its slot
-#           at the seeds L10N_SEEDS fixed with the predictions (docs/study.md), into results/l10n
-#   l10n-tradeoff  the 15 factor sets and the other mechanisms in each slot at the first three of L10N_SEEDS,
+#           at the seeds 210-215 fixed with the predictions (docs/study.md), into results/l10n
+#   l10n-tradeoff  the 15 factor sets and the other mechanisms in each slot at seeds 210-212,
 #           for the trade-off plot
 #   l10n-report  the claims table and verdicts, the power analysis and the plots of results/l10n
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
@@ -87,7 +87,7 @@ SEEDS=${SEEDS:-5}
 JOBS=${JOBS:-2}
 RESULTS=${RESULTS:-results/study}
 ROWS=${ROWS:-}
-L10N_SEEDS=${L10N_SEEDS:-210-214}  # the real-language claims' seeds, registered before their runs (docs/study.md)
+L10N_SEEDS=210-215  # the real-language claims' seeds (A-B), registered before their runs (docs/study.md)
 # every row of a task but the baseline and the factor sets (which --factors all adds), from the
 # project's own lists: attnbench.variants.vision_rows and the translation task's mechanisms
 module_rows() {
@@ -192,10 +192,13 @@ for p in "${parts[@]}"; do
             echo results/claims/claims.md results/claims/verdicts.md ;;
         l10n-pilot)  # the real-language task's cost and seed spread, before its claims are registered
             sweep --tasks nmt-l10n --seeds 200-202 --results results/l10n ;;
-        l10n-claims)  # every row of the translation claims' contrasts in its slot, seeds fixed with the predictions
-            for slot in enc-dec enc-self dec-self; do
-                sweep --tasks nmt-l10n --slot "$slot" --modules "$(claim_rows TRANSLATION_CLAIMS "$slot")" \
-                    --seeds "$L10N_SEEDS" --results results/l10n
+        l10n-claims)  # every row of the translation claims' contrasts in its slot, seeds fixed with the predictions;
+            # seed by seed, so that a part stopped midway leaves whole paired contrasts in every slot
+            for seed in $(seq "${L10N_SEEDS%-*}" "${L10N_SEEDS#*-}"); do
+                for slot in enc-dec enc-self dec-self; do
+                    sweep --tasks nmt-l10n --slot "$slot" --modules "$(claim_rows TRANSLATION_CLAIMS "$slot")" \
+                        --seeds "$seed-$seed" --results results/l10n
+                done
             done ;;
         l10n-tradeoff)  # the other factor sets and mechanisms in each slot, at the claims' first three seeds
             sweep --tasks nmt-l10n --factors all --modules "$(module_rows nmt)" --seeds "${L10N_SEEDS%%-*}-$((${L10N_SEEDS%%-*} + 2))" \

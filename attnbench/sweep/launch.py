@@ -294,7 +294,10 @@ class SweepRunner:
             except Exception as e:  # the worker recorded its error; a crash is recorded below
                 log.write_text(str(e))
                 error = f"{self.launcher} job {job.job_id} failed ({str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__}); its log: {job.paths.stdout}"
-            yield run, self._read_result(self.run_dir(run) / "result.json", error)
+            result = self._read_result(self.run_dir(run) / "result.json", error)
+            if result.get("status") != "ok" and "job" not in result.get("error", ""):
+                result["error"] = f"{result.get('error', '')} ({self.launcher} job {job.job_id}, log {job.paths.stdout})"
+            yield run, result
 
     @staticmethod
     def _read_result(path: Path, fallback_error: str) -> dict:

@@ -56,6 +56,14 @@ def _cost(row: dict, run_seconds: float) -> dict:
     return cost
 
 
+def _output_path() -> str:
+    """The file this process's standard output goes to (a scheduler's log), or ``"stdout"``."""
+    try:
+        return os.readlink("/proc/self/fd/1")
+    except OSError:
+        return "stdout"
+
+
 def distributed_world() -> tuple[int, int]:
     """``(rank, world size)`` of this process's run. Under ``srun`` with several tasks and no torchrun,
     Slurm's variables are translated into torchrun's (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
@@ -163,6 +171,8 @@ def work(run_path: str, result_path: str) -> int:
         traceback.print_exc()
         row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
     row |= _cost(row, time.perf_counter() - clock) | {"started_at": started, "finished_at": utc_now()}
+    if code and "SLURM_JOB_ID" in os.environ:  # where to look: the job and the file this process writes to
+        row["error"] += f" (Slurm job {os.environ['SLURM_JOB_ID']}, log {_output_path()})"
     if rank == 0:
         with open(result_path, "w") as f:
             json.dump(row, f)
