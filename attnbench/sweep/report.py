@@ -48,7 +48,8 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
-    ok["world_size"] = ok["world_size"].fillna(1) if "world_size" in ok else 1
+    world = ok["world_size"] if "world_size" in ok else pd.Series(math.nan, index=ok.index)
+    ok["world_size"] = world.mask(world.isna() & ok["threads"].notna(), 1)  # recorded before world_size: 1 rank
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
     for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",
