@@ -73,7 +73,11 @@ def distributed_world() -> tuple[int, int]:
         import subprocess
 
         nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST", "localhost")
-        hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True).stdout.split()
+        try:
+            hosts = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True,
+                                   text=True).stdout.split()
+        except OSError:  # no scontrol here: a one-node list is its own host name
+            hosts = []
         job = int(os.environ.get("SLURM_ARRAY_JOB_ID", os.environ.get("SLURM_JOB_ID", "0")))
         task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
         os.environ.update(RANK=os.environ["SLURM_PROCID"], WORLD_SIZE=str(tasks),
@@ -82,10 +86,14 @@ def distributed_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def scale_learning_rate(cfg) -> None:
+def scale_learning_rate(cfg, config_file: str) -> None:
     """mmengine's ``auto_scale_lr`` for a run on several processes: the learning rate times the total batch
-    over ``base_batch_size`` (the config's, else its per-process batch: the 1-process run is the reference)."""
-    base = (cfg.get("auto_scale_lr") or {}).get("base_batch_size") or cfg.train_dataloader.batch_size
+    over ``base_batch_size``: the config's, else the per-process batch its file gives (before any
+    ``--cfg-options``), so that the config trained on one process is the reference."""
+    from mmengine.config import Config
+
+    base = (cfg.get("auto_scale_lr") or {}).get("base_batch_size") or \
+        Config.fromfile(config_file).train_dataloader.batch_size
     cfg.auto_scale_lr = dict(enable=True, base_batch_size=base)
 
 
@@ -112,7 +120,7 @@ def execute(run: dict) -> dict:
     _, world_size = distributed_world()
     cfg = load_config(run["config"], run["work_dir"], run["cfg_options"], "pytorch" if world_size > 1 else "none")
     if world_size > 1:
-        scale_learning_rate(cfg)
+        scale_learning_rate(cfg, run["config"])
         cfg.find_unused_parameters = True  # a variant's switched-off terms leave parameters without gradients
         setup_cpu_distributed(cfg)
     cfg.randomness = dict(cfg.get("randomness") or {}, seed=run["seed"])  # as --cfg-options randomness.seed=S
@@ -147,7 +155,8 @@ def execute(run: dict) -> dict:
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                val_seconds=round(recorder.val_seconds, 1),
-               peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, **protocol, **recorder.extra)
+               peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
+               **protocol, **recorder.extra)
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
