@@ -5,6 +5,7 @@ that inherits from it and adds the variant's backbone overrides (``tools/generat
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,12 +26,37 @@ def missing_data(cfg) -> list[tuple[str, dict]]:
     """``(split, dataset config)`` of a config's train, val and test dataloaders (inside a dataset
     wrapper) whose ``data_root`` does not exist."""
     missing = []
-    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+    for split in DATALOADERS:
         dataset = (cfg.get(split) or {}).get("dataset", {})
         dataset = dataset.get("dataset", dataset)  # RepeatDataset and other wrappers
         if dataset.get("data_root") and not Path(dataset["data_root"]).is_dir():
             missing.append((split, dataset))
     return missing
+
+DATALOADERS = ("train_dataloader", "val_dataloader", "test_dataloader")
+
+
+def data_root_options(cfg, data_root: str) -> dict:
+    """``--cfg-options`` that point every dataloader's dataset of ``cfg`` (inside a dataset wrapper) at
+    ``data_root``, and the evaluators' annotation files under the old root (mmdet's COCO metric) with them."""
+    options, old_roots = {}, set()
+    for split in DATALOADERS:
+        dataset = (cfg.get(split) or {}).get("dataset")
+        if dataset is not None:
+            key = f"{split}.dataset.dataset" if "dataset" in dataset else f"{split}.dataset"
+            old_roots.add(str((dataset.get("dataset", dataset)).get("data_root") or ""))
+            options[f"{key}.data_root"] = data_root
+    for name in ("val_evaluator", "test_evaluator"):
+        evaluators = cfg.get(name)
+        listed = isinstance(evaluators, (list, tuple))
+        for index, evaluator in enumerate(evaluators if listed else [evaluators] if evaluators else []):
+            ann_file = str(evaluator.get("ann_file") or "")
+            old = next((root for root in old_roots if root and ann_file.startswith(root)), None)
+            if old:
+                key = f"{name}.{index}.ann_file" if listed else f"{name}.ann_file"
+                options[key] = os.path.join(data_root, ann_file[len(old):].lstrip("/"))
+    return options
+
 
 #: (task, preset) -> (folder, base file, variant file pattern with {slug}).
 VISION_CONFIGS: dict[tuple[str, str], tuple[str, str, str]] = {

@@ -44,6 +44,11 @@ class Rule:
 RULES = [
     Rule(r"-m pytest", "skip", "the test suite itself (CI runs it)"),
     Rule(r"--launcher slurm", "dry_run", "submitting needs a Slurm cluster: the plan is checked"),
+    Rule(r"sweep\.py .*--gpus", "dry_run", "needs GPUs: the plan is checked"),
+    Rule(r"slurm_local\.sh", "skip", "starts Slurm's daemons: tests/test_slurm.py runs it and a sweep on it"),
+    Rule(r"^export ", "as_typed"),
+    Rule(r"make_l10n_corpus\.py --debs DIR", "skip", "DIR stands for a folder of your own .deb files"),
+    Rule(r"make_l10n_corpus\.py", "as_typed"),  # downloads the pinned packages with apt-get (cached after the first)
     Rule(r"--preset full.*--dry-run|--dry-run.*--preset full", "dry_run"),
     Rule(r"sweep\.py .*(--factors all|--seeds [35](\s|$))", "dry_run"),
     Rule(r"sweep\.py ", "smoke"),

@@ -82,6 +82,9 @@ def parse_args() -> argparse.Namespace:
                    "mmengine's auto_scale_lr (docs/sweep.md, 'Running at scale'); gloo on CPUs (default 1)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per run, one rank each (sets --procs-per-run); with "
                    "--launcher slurm they are requested from Slurm, locally each parallel job gets its own")
+    p.add_argument("--data-root", action="append", default=[], metavar="TASK=PATH",
+                   help="the folder a task's datasets read, e.g. det=/data/coco (repeat for more tasks); the data "
+                   "is checked before anything runs, --dry-run included (docs/openmmlab.md, 'Data sets')")
     p.add_argument("--cfg-options", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override config keys of every run (mmengine's --cfg-options syntax), after the task's own")
     p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per slurm run")
@@ -114,7 +117,7 @@ def main() -> int:
         print(format_mechanism_table(mechanism_table()))
         return 0
     from attnbench.sweep.launch import SweepRunner, wandb_mode
-    from attnbench.sweep.plan import build_plan, parse_factors, parse_seeds
+    from attnbench.sweep.plan import build_plan, check_data, parse_factors, parse_seeds
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
 
     try:
@@ -122,10 +125,23 @@ def main() -> int:
         modules = [m.strip() for m in args.modules.split(",") if m.strip()]
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
         procs = args.procs_per_run or args.gpus or 1
+        if args.gpus and args.launcher == "local" and not args.dry_run:
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError(f"--gpus {args.gpus}: this machine has no CUDA GPU; --procs-per-run "
+                                 f"{args.gpus} trains each run on that many CPU processes instead")
         if args.gpus and args.procs_per_run and args.gpus != args.procs_per_run:
             raise ValueError(f"--gpus {args.gpus} means {args.gpus} ranks a run; --procs-per-run says {args.procs_per_run}")
         runs = build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
-                          args.threads, parse_cfg_options(args.cfg_options), procs)
+                          args.threads, parse_cfg_options(args.cfg_options), procs,
+                          dict(parse_key_values(args.data_root, "--data-root")))
+        try:
+            check_data(runs)
+        except ValueError as e:
+            if not args.dry_run:
+                raise
+            print(f"sweep.py: warning: {e} (a sweep without --dry-run stops here)", file=sys.stderr)
         store = ResultsStore(args.results)
         store.check_writable()
         store.read()  # a foreign or damaged results.csv stops the sweep here, before it could overwrite it

@@ -75,6 +75,36 @@ class Run:
         return asdict(self) | {"run_id": self.run_id, "params": self.params}
 
 
+def _data_root_options(config: str, options: dict, data_root: str) -> dict:
+    from mmengine.config import Config
+
+    from attnbench.config_files import data_root_options
+
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(options)
+    return data_root_options(cfg, data_root)
+
+
+def check_data(runs: list[Run]) -> None:
+    """Raise ``ValueError`` (one line: the task, the dataloader, the folder and the flag that sets it) for the
+    first run whose data is not there and is not data its dataset writes on first use."""
+    from attnbench.config_files import missing_data
+    from attnbench.mm.run_setup import generating_dataset
+
+    checked = set()
+    for run in runs:
+        key = (run.config, json.dumps(run.cfg_options, sort_keys=True))
+        if key in checked:
+            continue
+        checked.add(key)
+        for split, dataset in missing_data(run.config_with_options()):
+            if not generating_dataset(dataset.get("type")):
+                raise ValueError(
+                    f"task {run.task}: {split}'s data_root {dataset['data_root']!r} does not exist: put the "
+                    f"{dataset.get('type', 'dataset')} data there (docs/openmmlab.md, 'Data sets') or point the "
+                    f"sweep at it with --data-root {run.task}=PATH")
+
+
 def parse_factors(spec: str) -> list[str]:
     """``'0110,0010:range=7'`` or ``'all'`` -> factor strings, with their parameters (validated)."""
     if spec.strip() == "all":
@@ -116,7 +146,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,
                slot: str | None = None, baseline: bool = True, threads: int | None = None,
-               cfg_options: dict | None = None, procs: int = 1) -> list[Run]:
+               cfg_options: dict | None = None, procs: int = 1, data_roots: dict | None = None) -> list[Run]:
     """Every (task, variant, seed) run, seed by seed; raises ``ValueError`` on any bad input before training.
 
     ``seeds`` is a count (seeds 0 .. N-1) or the seeds themselves (:func:`parse_seeds`).
@@ -125,6 +155,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     thread count computes other numbers, so it is another run (its own config hash and run id).
     ``cfg_options`` are applied to every run's config after the task's own (``--cfg-options``), and
     ``procs`` is the number of processes each run trains on (``--procs-per-run``): another run too.
+    ``data_roots`` maps a task to the folder its datasets read (``--data-root TASK=PATH``).
     """
     if threads is not None and threads < 1:
         raise ValueError(f"--threads must be a positive integer, got {threads}")
@@ -145,6 +176,9 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         raise ValueError(f"unknown slot {slot!r}; choose from {tuple(SLOTS)}")
     if slot is not None and not set(tasks) & set(TRANSLATION_TASKS):
         raise ValueError(f"--slot {slot} applies to the translation tasks {TRANSLATION_TASKS} only; tasks given: {tasks}")
+    unknown = [t for t in (data_roots or {}) if t not in tasks]
+    if unknown:
+        raise ValueError(f"--data-root names task(s) {unknown} that the sweep does not run (tasks: {tasks})")
     variants = (["baseline"] if baseline else []) + factors + modules
     if not variants:
         raise ValueError("nothing to run: give --factors and/or --modules")
@@ -154,6 +188,8 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
             for task_slot in task.slots(slot, variant):
                 config, options = task.config(preset, variant, task_slot)
+                if task_name in (data_roots or {}):
+                    options = options | _data_root_options(config, options, data_roots[task_name])
                 options = options | (cfg_options or {})
                 if threads is not None:
                     options = options | {"cpu_threads": threads}
