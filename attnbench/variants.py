@@ -283,7 +283,7 @@ ALL_MECHANISMS: tuple[Mechanism, ...] = (GENERALIZED_ATTENTION, *MECHANISMS.valu
 #: The vision rows of the study: baseline, the 15 factor sets, the other mechanisms, combinations.
 VISION_VARIANTS: tuple[str, ...] = (
     "baseline", *ALL_FACTORS, "deformable", "dynamic", "area", "0010+deformable", "1111+deformable")
-#: Survey rows (issue #7): the survey's attention modules, in the same blocks as the generalized
+#: Survey rows: the survey's attention modules, in the same blocks as the generalized
 #: attention (plugins), as conv2 (sk) or as the decode head (ocr, segmentation only).
 SURVEY_VARIANTS: tuple[str, ...] = tuple(
     token for token, m in MECHANISMS.items() if m.family in ("channel", "mixed", "self-attention", "category"))

@@ -1,4 +1,4 @@
-"""Where each term of a run's generalized attention looks: heat maps of its attention weights (issue 31).
+"""Where each term of a run's generalized attention looks: heat maps of its attention weights.
 
     python tools/attention_maps.py --results results/flags --run RUN_ID
     python tools/attention_maps.py --results results/flags --task det-flag --variant 1111 --seed 3 [--image 5]

@@ -1,4 +1,4 @@
-"""Attention mass on the deciding context (issue 31): how much of an object query's attention falls on
+"""Attention mass on the deciding context: how much of an object query's attention falls on
 the pixels that decide the object's class, per term of the generalized attention and combined.
 
 For a :class:`~attnbench.attention.GeneralizedAttention` block, object ``o`` of a mini-shapes image

@@ -52,7 +52,7 @@ class Contrast:
         return " ".join(terms).removeprefix("+ ")
 
 
-#: The contrasts of the study's claims C1 to C5 (issue 29's wording, docs/study.md), each predicted positive.
+#: The contrasts of the study's claims C1 to C5 (the registered wording, docs/study.md), each predicted positive.
 CLAIMS = (
     Contrast("C1", "w/o -> 0011 gains more than 0011 -> 1111",
              (("0011", 2), ("baseline", -1), ("1111", -1))),
