@@ -45,3 +45,54 @@ def test_the_sweep_reads_a_moved_data_set(tmp_path):
     spec = json.loads((tmp_path / "results" / "runs" / row["run_id"] / "run.json").read_text())
     assert spec["cfg_options"]["train_dataloader.dataset.data_root"] == str(moved)
     assert spec["cfg_options"]["val_evaluator.0.ann_file"] == str(moved / "annotations/instances_val.json")
+
+
+USER_CONFIG = """# A user's own detector: mmdet's CocoDataset on a COCO-format folder of their own, on the mini Faster R-CNN
+_base_ = '{base}'
+data_root = '{data}/'
+metainfo = dict(classes=('match', 'other'))
+model = dict(roi_head=dict(bbox_head=dict(num_classes=2)))
+dataset = dict(type='CocoDataset', data_root=data_root, metainfo=metainfo)
+train_dataloader = dict(dataset=dict(_delete_=True, **dataset, ann_file='annotations/instances_train.json',
+                                     data_prefix=dict(img='images/train/'), filter_cfg=dict(filter_empty_gt=True),
+                                     pipeline={{{{_base_.train_pipeline}}}}))
+val_dataloader = dict(dataset=dict(_delete_=True, **dataset, ann_file='annotations/instances_val.json',
+                                   data_prefix=dict(img='images/val/'), test_mode=True,
+                                   pipeline={{{{_base_.test_pipeline}}}}))
+test_dataloader = val_dataloader
+val_evaluator = dict(_delete_=True, type='CocoMetric', ann_file=data_root + 'annotations/instances_val.json',
+                     metric='bbox')
+test_evaluator = val_evaluator
+"""
+
+
+@pytest.mark.slow
+def test_the_sweep_runs_its_variants_on_a_users_own_config(tmp_path):
+    data = tmp_path / "my_coco"
+    subprocess.run([sys.executable, "tools/make_mini_data.py", "--root", str(data)], cwd=ROOT, check=True,
+                   capture_output=True)
+    config = tmp_path / "my_faster_rcnn.py"
+    config.write_text(USER_CONFIG.format(base=ROOT / "configs/detection/faster-rcnn_r50w8_fpn_mini-shapes.py",
+                                         data=data))
+    results = tmp_path / "results"
+    done = sweep(results, "--config", str(config), "--factors", "0010", "--preset", "smoke")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = pd.read_csv(results / "results.csv")
+    assert sorted(rows["variant"]) == ["0010", "baseline"] and set(rows["task"]) == {"my_faster_rcnn"}
+    assert (rows["status"] == "ok").all() and (rows["metric"] == "coco/bbox_mAP").all()
+    assert set(rows["input_size"]) == {"128x128"}  # the config's test-time scale
+    assert rows.set_index("variant").loc["0010", "macs_modules"] > 0 == rows.set_index("variant").loc["baseline", "macs_modules"]
+    compare = subprocess.run([sys.executable, "tools/compare.py", "--results", str(results)], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert compare.returncode == 0 and "my_faster_rcnn" in compare.stdout, compare.stderr
+    plot = subprocess.run([sys.executable, "tools/plot.py", "--results", str(results)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert plot.returncode == 0 and (results / "tradeoff.png").is_file(), plot.stderr
+
+
+def test_a_config_without_a_resnet_backbone_is_refused_with_what_it_needs(tmp_path):
+    config = tmp_path / "my_swin.py"
+    config.write_text("default_scope = 'mmdet'\nmodel = dict(type='FasterRCNN', backbone=dict(type='SwinTransformer'))\n")
+    done = sweep(tmp_path, "--config", str(config), "--factors", "0010", "--dry-run")
+    assert done.returncode == 2 and "ResNet-style backbone with Bottleneck blocks" in done.stderr
+    assert "'SwinTransformer'" in done.stderr

@@ -56,10 +56,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--modules", default="", help="other mechanisms (see --list): deformable, dynamic, area, se, "
                    "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable; "
                    "any variant with parameters, e.g. 0100:range=7,dynamic:kernel=7 (docs/sweep.md#variants)")
-    p.add_argument("--tasks", default="det,seg",
+    p.add_argument("--tasks",
                    help="comma-separated: det, seg, nmt, or a diagnostic task det-RULE, seg-RULE (DeepLabV3), "
                         "fcn-RULE (segmentation with an FCN head) with RULE "
-                        f"{', '.join(r for r in RULES if r != DEFAULT_RULE)} (docs/diagnostics.md) (default: det,seg)")
+                        f"{', '.join(r for r in RULES if r != DEFAULT_RULE)} (docs/diagnostics.md), nmt-l10n "
+                        "(default: det,seg; with --config: none but those)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
                    "configs), smoke (the mini configs for a few iterations: checks a sweep end to end in a minute) "
@@ -82,6 +83,10 @@ def parse_args() -> argparse.Namespace:
                    "mmengine's auto_scale_lr (docs/sweep.md, 'Running at scale'); gloo on CPUs (default 1)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per run, one rank each (sets --procs-per-run); with "
                    "--launcher slurm they are requested from Slurm, locally each parallel job gets its own")
+    p.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="your own mmdet or mmseg config as a task named after the file (a ResNet-style backbone "
+                   "with Bottleneck blocks): the variants go into its backbone, FLOPs at its test-time scale "
+                   "(docs/openmmlab.md, 'Your own config'); repeat for more")
     p.add_argument("--data-root", action="append", default=[], metavar="TASK=PATH",
                    help="the folder a task's datasets read, e.g. det=/data/coco (repeat for more tasks); the data "
                    "is checked before anything runs, --dry-run included (docs/openmmlab.md, 'Data sets')")
@@ -123,7 +128,8 @@ def main() -> int:
     try:
         factors = parse_factors(args.factors) if args.factors else []
         modules = [m.strip() for m in args.modules.split(",") if m.strip()]
-        tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        tasks = [t.strip() for t in (args.tasks if args.tasks is not None else "" if args.config else "det,seg")
+                 .split(",") if t.strip()]
         procs = args.procs_per_run or args.gpus or 1
         if args.gpus and args.launcher == "local" and not args.dry_run:
             import torch
@@ -135,7 +141,7 @@ def main() -> int:
             raise ValueError(f"--gpus {args.gpus} means {args.gpus} ranks a run; --procs-per-run says {args.procs_per_run}")
         runs = build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
                           args.threads, parse_cfg_options(args.cfg_options), procs,
-                          dict(parse_key_values(args.data_root, "--data-root")))
+                          dict(parse_key_values(args.data_root, "--data-root")), args.config)
         try:
             check_data(runs)
         except ValueError as e:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 
 from .plan import Run
-from .tasks import TASKS
+from .tasks import task_of
 
 
 def build_model(config: str, cfg_options: dict):
@@ -25,7 +25,7 @@ def count_runs(runs: list[Run]) -> Iterator[tuple[Run, dict]]:
     for run in runs:
         key = (run.config, json.dumps(run.cfg_options, sort_keys=True))
         if key not in counted:
-            counted[key] = TASKS[run.task].count(build_model(run.config, run.cfg_options), run.preset)
+            counted[key] = task_of(run.task, run.config).count(build_model(run.config, run.cfg_options), run.preset)
         yield run, counted[key]
 
 

@@ -10,7 +10,7 @@ from functools import cached_property
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
 
-from .tasks import PRESETS, TASKS
+from .tasks import PRESETS, TASKS, user_task
 
 @dataclass(frozen=True)
 class Run:
@@ -146,7 +146,8 @@ def parse_seeds(text: str) -> list[int]:
 
 def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: int | list[int], preset: str,
                slot: str | None = None, baseline: bool = True, threads: int | None = None,
-               cfg_options: dict | None = None, procs: int = 1, data_roots: dict | None = None) -> list[Run]:
+               cfg_options: dict | None = None, procs: int = 1, data_roots: dict | None = None,
+               user_configs: list[str] = ()) -> list[Run]:
     """Every (task, variant, seed) run, seed by seed; raises ``ValueError`` on any bad input before training.
 
     ``seeds`` is a count (seeds 0 .. N-1) or the seeds themselves (:func:`parse_seeds`).
@@ -155,7 +156,8 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     thread count computes other numbers, so it is another run (its own config hash and run id).
     ``cfg_options`` are applied to every run's config after the task's own (``--cfg-options``), and
     ``procs`` is the number of processes each run trains on (``--procs-per-run``): another run too.
-    ``data_roots`` maps a task to the folder its datasets read (``--data-root TASK=PATH``).
+    ``data_roots`` maps a task to the folder its datasets read (``--data-root TASK=PATH``), and each of
+    ``user_configs`` (``--config``) is a task of its own, named after its file (:func:`~.tasks.user_task`).
     """
     if threads is not None and threads < 1:
         raise ValueError(f"--threads must be a positive integer, got {threads}")
@@ -172,6 +174,8 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
+    chosen = {name: TASKS[name] for name in tasks} | {task.name: task for task in map(user_task, user_configs)}
+    tasks = list(chosen)
     if slot is not None and slot not in SLOTS:
         raise ValueError(f"unknown slot {slot!r}; choose from {tuple(SLOTS)}")
     if slot is not None and not set(tasks) & set(TRANSLATION_TASKS):
@@ -183,8 +187,7 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     if not variants:
         raise ValueError("nothing to run: give --factors and/or --modules")
     rows = []
-    for task_name in tasks:
-        task = TASKS[task_name]
+    for task_name, task in chosen.items():
         for variant in dict.fromkeys(task.validate_variant(v) for v in variants):
             for task_slot in task.slots(slot, variant):
                 config, options = task.config(preset, variant, task_slot)

@@ -50,6 +50,7 @@ class VisionTask:
     preset_options: dict = field(default_factory=dict)  # preset -> its --cfg-options (smoke, long)
     rule: str | None = None
     family: str | None = None  # diagnostic family (attnbench.config_files.DIAGNOSTIC_CONFIGS)
+    user_config: str | None = None  # a user's own mmdet/mmseg config (:func:`user_task`): every preset trains it
 
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what this task cannot run,
@@ -57,7 +58,11 @@ class VisionTask:
         from .catalog import build_mechanism
 
         parsed = Variant.parse(variant)
-        vision_config_path(self.kind, "mini", parsed)  # a head variant the task has no config for raises
+        if self.user_config and parsed.head:
+            raise ValueError(f"task {self.name} varies the backbone of {self.user_config}; {parsed.name!r} "
+                             "replaces a decode head")
+        if not self.user_config:
+            vision_config_path(self.kind, "mini", parsed)  # a head variant the task has no config for raises
         if self.rule and parsed.head:
             raise ValueError(f"task {self.name} varies the backbone only; {parsed.name!r} replaces the decode head")
         parsed.backbone_overrides()  # raises for parameters images do not take
@@ -79,6 +84,11 @@ class VisionTask:
         """
         options = preset_overrides(self, preset)
         parsed, trained = Variant.parse(variant), self.variant(preset, variant)
+        if self.user_config:  # the user's file, the variant's keys as overrides (mmcv's initialisation)
+            trained = preset_variant("full", variant)
+            return self.user_config, options | \
+                {f"optim_wrapper.{key}": value for key, value in trained.optimizer_overrides().items()} | \
+                {f"model.backbone.{key}": value for key, value in trained.backbone_overrides().items()}
         if self.rule is None and not parsed.params:  # a generated file, the preset's parameters in it
             return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
         if self.rule is None:
@@ -97,7 +107,7 @@ class VisionTask:
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from attnbench.flops import count_model
 
-        height, width = self.input_sizes[config_preset(preset)]
+        height, width = self.input_sizes["full" if self.user_config else config_preset(preset)]
         inputs = torch.randn(1, 3, height, width, device=next(model.parameters()).device)
         if self.kind == "det":
             from mmdet.structures import DetDataSample
@@ -209,3 +219,56 @@ DIAGNOSTIC_TASKS: dict = {
                                 context_metric="context/accuracy")
     for family, (kind, _, _) in DIAGNOSTIC_CONFIGS.items() for rule in RULES if rule != DEFAULT_RULE}
 TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS
+
+#: Backbones whose ``plugins`` and ``dcn`` keys take the variants (mmdet's and mmseg's ResNets).
+RESNET_BACKBONES = ("ResNet", "ResNetV1c", "ResNetV1d", "ResNeXt", "mmdet.ResNet", "mmseg.ResNet",
+                    "mmseg.ResNetV1c", "mmdet.ResNetV1d", "mmseg.ResNetV1d", "mmdet.ResNeXt", "mmseg.ResNeXt")
+DEFAULT_INPUT_SIZES = {"det": (800, 1333), "seg": (512, 1024)}
+
+
+def _test_input_size(cfg, kind: str) -> tuple[int, int]:
+    """(H, W) of the config's test-time Resize (mmdet writes ``scale=(W, H)``), else the task kind's default."""
+    pipeline = (cfg.get("test_dataloader") or {}).get("dataset", {}).get("pipeline") or cfg.get("test_pipeline") or []
+    for step in pipeline:
+        if str(step.get("type", "")).endswith("Resize") and isinstance(step.get("scale"), (list, tuple)):
+            width, height = step["scale"]
+            return int(height), int(width)
+    return DEFAULT_INPUT_SIZES[kind]
+
+
+def user_task(config: str) -> VisionTask:
+    """The task of a user's own mmdet or mmseg config (``tools/sweep.py --config``), named after its file:
+    the variants go into its ResNet backbone as into the study's (``plugins``, ``dcn``); its metric is
+    COCO bbox mAP (detection) or mIoU (segmentation); FLOPs are counted at its test-time Resize scale."""
+    from pathlib import Path
+
+    from mmengine.config import Config
+
+    path = Path(config)
+    if not path.is_file():
+        raise ValueError(f"--config {config}: no such file")
+    cfg = Config.fromfile(str(path))
+    kind = {"mmdet": "det", "mmseg": "seg"}.get(cfg.get("default_scope"))
+    if kind is None:
+        raise ValueError(f"--config {config}: default_scope is {cfg.get('default_scope')!r}; an mmdet or mmseg config "
+                         "(default_scope 'mmdet' or 'mmseg', as their _base_ runtimes set) is needed")
+    backbone = cfg.get("model", {}).get("backbone", {})
+    if backbone.get("type") not in RESNET_BACKBONES or backbone.get("depth", 50) in (18, 34):
+        raise ValueError(f"--config {config}: the variants go into a ResNet-style backbone with Bottleneck blocks "
+                         f"(type ResNet, ResNetV1c, ResNetV1d or ResNeXt, depth 50 or more: it takes plugins and dcn); "
+                         f"this config's backbone is {backbone.get('type')!r}, depth {backbone.get('depth')!r}")
+    if path.stem in TASKS:
+        raise ValueError(f"--config {config}: its name {path.stem!r} is a built-in task's; rename the file")
+    size = _test_input_size(cfg, kind)
+    template = STUDY_TASKS[kind]
+    return replace(template, name=path.stem, input_sizes={"full": size}, class_agnostic_metric=None,
+                   user_config=str(path.resolve()))
+
+
+def task_of(name: str, config: str | None = None):
+    """The task ``name``: a built-in one, or the user task of ``config`` (a run's config file)."""
+    if name in TASKS:
+        return TASKS[name]
+    if config is None:
+        raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)} or give a config (--config)")
+    return user_task(config)

@@ -114,9 +114,9 @@ def execute(run: dict) -> dict:
     from attnbench.mm.run_setup import (apply_run_protocol, closing_process_group, format_configs_once, load_config,
                                         resumable_checkpoints, setup_cpu_distributed)
 
-    from .tasks import TASKS
+    from .tasks import task_of
 
-    task = TASKS[run["task"]]
+    task = task_of(run["task"], run["config"])
     _, world_size = distributed_world()
     cfg = load_config(run["config"], run["work_dir"], run["cfg_options"], "pytorch" if world_size > 1 else "none")
     if world_size > 1:
