@@ -183,10 +183,11 @@ class L10nCorpusDataset(ParallelTextDataset):
 
     @staticmethod
     def generate_data(data_root: str, generate: dict | None = None) -> None:
-        """Build the corpus into ``data_root`` unless its ``manifest.json`` is there (as MiniCorpusDataset)."""
+        """Build the corpus into ``data_root`` unless it holds one: its ``manifest.json``, or parallel text of your
+        own (``train.en``; ``--data-root nmt-l10n=FOLDER`` with ``train/valid/test.{en,de}``)."""
         from .l10n_corpus import build_corpus
 
-        if not (Path(data_root) / "manifest.json").is_file():
+        if not any((Path(data_root) / name).is_file() for name in ("manifest.json", "train.en")):
             _run_on_main_process(build_corpus, data_root, **(generate or {}))
 
 
