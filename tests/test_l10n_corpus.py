@@ -164,3 +164,17 @@ def test_without_apt_one_line_says_so(monkeypatch, tmp_path):
 def test_pinned_list_parses():
     pins = l10n_corpus.read_pins()
     assert len(pins) >= 50 and len({name for name, _ in pins}) == len(pins)
+
+
+def test_the_task_reads_parallel_text_of_your_own_and_builds_only_into_an_empty_folder(tmp_path, monkeypatch):
+    from attnbench.data.translation import L10nCorpusDataset
+
+    built = []
+    monkeypatch.setattr(l10n_corpus, "build_corpus", lambda root, **options: built.append(root))
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "train.en").write_text("Open file\n")
+    L10nCorpusDataset.generate_data(str(own))
+    assert built == []
+    L10nCorpusDataset.generate_data(str(tmp_path / "empty"), dict(lang="de"))
+    assert built == [str(tmp_path / "empty")]
