@@ -147,8 +147,22 @@ class ParallelTextDataset(BaseDataset):
         return np.maximum(src, tgt).astype(np.int64) + 1
 
 
-class MiniCorpusDataset(ParallelTextDataset):
-    """:class:`ParallelTextDataset` on the synthetic mini corpus, written under ``data_root`` on first use.
+class _WrittenOnFirstUse(ParallelTextDataset):
+    """:class:`ParallelTextDataset` whose corpus its class writes under ``data_root`` before reading it
+    (``generate_data``, which the config check and the sweep also look for:
+    attnbench.mm.run_setup.generating_dataset); ``generate`` holds the writer's arguments."""
+
+    def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
+        self.generate_data(data_root, generate)
+        super().__init__(data_root=data_root, **kwargs)
+
+    @staticmethod
+    def generate_data(data_root: str, generate: dict | None = None) -> None:
+        raise NotImplementedError
+
+
+class MiniCorpusDataset(_WrittenOnFirstUse):
+    """The synthetic mini corpus, written under ``data_root`` on first use.
 
     Args:
         generate: arguments of :func:`attnbench.data.mini_corpus.ensure_mini_corpus` (seed, split
@@ -156,20 +170,15 @@ class MiniCorpusDataset(ParallelTextDataset):
         Others: as :class:`ParallelTextDataset`.
     """
 
-    def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
-        self.generate_data(data_root, generate)
-        super().__init__(data_root=data_root, **kwargs)
-
     @staticmethod
     def generate_data(data_root: str, generate: dict | None = None) -> None:
-        """Write the corpus into ``data_root`` unless it is there (``generate``: as the dataset's); the
-        config check and the sweep look for this method (attnbench.mm.run_setup.generating_dataset)."""
+        """Write the corpus into ``data_root`` unless it is there (``generate``: as the dataset's)."""
         _run_on_main_process(ensure_mini_corpus, data_root, **(generate or {}))
 
 
-class L10nCorpusDataset(ParallelTextDataset):
-    """:class:`ParallelTextDataset` on Debian's English-German translation catalogues, built under
-    ``data_root`` on first use (:func:`attnbench.data.l10n_corpus.build_corpus`; needs ``apt-get``).
+class L10nCorpusDataset(_WrittenOnFirstUse):
+    """Debian's English-German translation catalogues, built under ``data_root`` on first use
+    (:func:`attnbench.data.l10n_corpus.build_corpus`; needs ``apt-get``).
 
     Args:
         generate: arguments of ``build_corpus`` (``lang``, ``packages``, ``debs``, ...; its defaults when
@@ -177,14 +186,10 @@ class L10nCorpusDataset(ParallelTextDataset):
         Others: as :class:`ParallelTextDataset`.
     """
 
-    def __init__(self, data_root: str, generate: dict | None = None, **kwargs):
-        self.generate_data(data_root, generate)
-        super().__init__(data_root=data_root, **kwargs)
-
     @staticmethod
     def generate_data(data_root: str, generate: dict | None = None) -> None:
-        """Build the corpus into ``data_root`` unless it holds one: its ``manifest.json``, or parallel text of your
-        own (``train.en``; ``--data-root nmt-l10n=FOLDER`` with ``train/valid/test.{en,de}``)."""
+        """Build the corpus into ``data_root`` unless it holds one: its ``manifest.json``, or parallel text of
+        your own (``train.en``; ``--data-root nmt-l10n=FOLDER`` with ``train/valid/test.{en,de}``)."""
         from .l10n_corpus import build_corpus
 
         if not any((Path(data_root) / name).is_file() for name in ("manifest.json", "train.en")):
