@@ -60,6 +60,7 @@
 #           baseline at seeds 200-202, for the cost per run and the seed spread, into results/l10n
 #   l10n-claims  the translation claims T1-T4 (attnbench.sweep.claims.TRANSLATION_CLAIMS), every row in its slot
 #           at the seeds 210-215 fixed with the predictions (docs/study.md), into results/l10n
+#   mini-corpus-claims  the same rows and seeds on the synthetic mini corpus (task nmt), into results/l10n
 #   l10n-tradeoff  the 15 factor sets and the other mechanisms in each slot at seeds 210-212,
 #           for the trade-off plot
 #   l10n-report  the claims table and verdicts, the power analysis and the plots of results/l10n
@@ -115,8 +116,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | l10n-pilot | l10n-claims | l10n-tradeoff | l10n-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, l10n-pilot, l10n-claims, l10n-tradeoff, l10n-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | l10n-pilot | l10n-claims | mini-corpus-claims | l10n-tradeoff | l10n-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, l10n-pilot, l10n-claims, mini-corpus-claims, l10n-tradeoff, l10n-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -192,11 +193,12 @@ for p in "${parts[@]}"; do
             echo results/claims/claims.md results/claims/verdicts.md ;;
         l10n-pilot)  # the real-language task's cost and seed spread, before its claims are registered
             sweep --tasks nmt-l10n --seeds 200-202 --results results/l10n ;;
-        l10n-claims)  # every row of the translation claims' contrasts in its slot, seeds fixed with the predictions;
-            # seed by seed, so that a part stopped midway leaves whole paired contrasts in every slot
+        l10n-claims | mini-corpus-claims)  # every row of the translation claims' contrasts in its slot, seeds
+            # fixed with the predictions; seed by seed, so that a part stopped midway leaves whole paired contrasts
+            task=$([ "$p" = l10n-claims ] && echo nmt-l10n || echo nmt)
             for seed in $(seq "${L10N_SEEDS%-*}" "${L10N_SEEDS#*-}"); do
                 for slot in enc-dec enc-self dec-self; do
-                    sweep --tasks nmt-l10n --slot "$slot" --modules "$(claim_rows TRANSLATION_CLAIMS "$slot")" \
+                    sweep --tasks "$task" --slot "$slot" --modules "$(claim_rows TRANSLATION_CLAIMS "$slot")" \
                         --seeds "$seed-$seed" --results results/l10n
                 done
             done ;;
