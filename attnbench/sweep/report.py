@@ -49,7 +49,8 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     ok = results[results["status"] == "ok"].copy()
     ok["slot"] = ok["slot"].fillna("")
     world = ok["world_size"] if "world_size" in ok else pd.Series(math.nan, index=ok.index)
-    ok["world_size"] = world.mask(world.isna() & ok["threads"].notna(), 1)  # recorded before world_size: 1 rank
+    recorded = ok["threads"].notna() if "threads" in ok else False
+    ok["world_size"] = world.mask(world.isna() & recorded, 1)  # a protocol recorded before world_size: 1 rank
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
     for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",
