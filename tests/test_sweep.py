@@ -46,7 +46,7 @@ def test_store_replaces_rows_and_loses_nothing_under_concurrency(tmp_path):
     (["--factors", "0000"], "enables no term"),
     (["--factors", "0110", "--modules", "teleport"], "unknown token 'teleport'"),
     (["--factors", "0110", "--tasks", "det,cls"], "unknown task"),
-    (["--factors", "0110", "--slot", "enc-dec"], "applies to the nmt task only"),
+    (["--factors", "0110", "--slot", "enc-dec"], "applies to the translation tasks"),
     (["--factors", "0110", "--seeds", "0"], "--seeds must be a positive count"),
     (["--factors", "0110", "--results", "/proc/attnbench"], "not writable"),
     (["--factors", "0110", "--launcher", "kubernetes"], "unknown launcher"),
@@ -448,16 +448,18 @@ def test_with_cuda_each_run_starts_a_fresh_interpreter(tmp_path, monkeypatch):
     def fake_run(command, **kwargs):  # the worker's launch; git (the commit of the row) runs for real
         if "env" not in kwargs:
             return real_run(command, **kwargs)
-        seen.append((command[-4:-2], kwargs["env"]["OMP_NUM_THREADS"]))
+        seen.append((command[-4:-2], kwargs["env"]["OMP_NUM_THREADS"], kwargs["env"].get("CUDA_VISIBLE_DEVICES")))
         Path(command[-1]).write_text(json.dumps({"status": "ok", "metric": "m", "value": 1.0}))
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(launch.subprocess, "run", fake_run)
     monkeypatch.setattr(launch.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(launch.torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(launch, "ForkServer", None)  # never started
-    rows = list(SweepRunner(ResultsStore(tmp_path / "results"), snapshot=False).run_all(
+    rows = list(SweepRunner(ResultsStore(tmp_path / "results"), snapshot=False, jobs=2).run_all(
         build_plan(["det"], [], [], 1, "mini")))
-    assert [row["status"] for row in rows] == ["ok"] and seen == [(["-m", "attnbench.sweep.worker"], "1")]
+    assert [row["status"] for row in rows] == ["ok"]
+    assert seen[0][:2] == (["-m", "attnbench.sweep.worker"], "1") and seen[0][2] in ("0", "1")  # a GPU of its own
 
 
 def test_configs_without_a_thread_count_share_the_cores_between_jobs(tmp_path):
