@@ -105,9 +105,25 @@ def adapted(command: str, rule: Rule) -> str:
     return command
 
 
+def setup_stamp(root: Path) -> str:
+    """What tools/setup.sh writes into .venv/.attnbench-setup after a plain set-up of ``root``."""
+    import hashlib
+
+    text = b"".join((root / name).read_bytes() for name in ("pyproject.toml", "tools/setup.sh", "tools/constraints.txt"))
+    return hashlib.sha256(text).hexdigest()[:16] + "-auto"
+
+
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory):
-    """The tracked files of the repository (a user's fresh clone), with the environment linked in."""
+    """The tracked files of the repository (a user's fresh clone), with the environment linked in.
+
+    The README's set-up command runs in the copy on the linked environment: were the environment set up
+    from other files than these, it would reinstall attnbench from the copy (a temporary folder), so the
+    test stops first and says to set up again."""
+    stamp = Path(sys.prefix) / ".attnbench-setup"
+    if stamp.is_file() and stamp.read_text().strip() != setup_stamp(ROOT):
+        pytest.fail("the environment was set up from other versions of pyproject.toml, tools/setup.sh or "
+                    "tools/constraints.txt: run `bash tools/setup.sh` first")
     copy = tmp_path_factory.mktemp("clone")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     for name in tracked.decode().split("\0"):
