@@ -1,0 +1,1 @@
+"""Data generators and loaders (mini shapes, mini parallel corpus, WMT-style text files)."""

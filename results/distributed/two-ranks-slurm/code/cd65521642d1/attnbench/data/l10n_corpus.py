@@ -1,0 +1,359 @@
+"""Real English-German parallel text from Debian's translation catalogues (gettext ``.mo``/``.po``).
+
+Debian's packages ship their user-interface messages and each language's translations as gettext
+catalogues: an English ``msgid`` and its translated ``msgstr``. :func:`build_corpus` turns the German
+catalogues of a pinned list of packages (``l10n_packages.txt`` beside this file) into
+``train/valid/test.{en,de}`` and ``manifest.json``:
+
+1. **fetch**: ``apt-get download NAME=VERSION`` into a cache (a version the archive no longer serves is
+   replaced by its current one; the manifest records both), or ``.deb`` files from a folder;
+2. **read**: every ``.mo``/``.po`` under a ``de`` folder (or named ``de.mo``/``de.po``) of each package,
+   entries in file order; plural entries, fuzzy, obsolete and untranslated (empty) ones are dropped;
+3. **clean** (:func:`clean_pair`): markup tags removed, accelerator marks (``_``, ``&``, ``~``) removed
+   where the marked word is not in the other side as it is (an identifier such as ``file_name`` is),
+   entities unescaped, whitespace collapsed; format placeholders (``%s``, ``%1$d``, ``{0}``, ``$VAR``,
+   ``%1``) kept as they are, and a pair whose two sides' placeholders differ dropped; pairs copied
+   untranslated, without letters, outside the length limits or of implausible length ratio dropped;
+4. **deduplicate** exact pairs and **split** by a hash of the normalised English (:func:`split_of`), so
+   one English string, from whichever package, lands in one split only.
+
+The corpus is written into a temporary folder beside ``out`` and renamed at the end: a folder with a
+``manifest.json`` is finished. Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PACKAGES_FILE = Path(__file__).with_name("l10n_packages.txt")
+FORMAT_VERSION = 1
+SPLITS = ("train", "valid", "test")
+#: why a catalogue entry is not in the corpus, in the order the checks run
+DROP_REASONS = ("plural", "fuzzy", "obsolete", "empty", "no_letters", "copied", "placeholders", "length",
+                "ratio", "duplicate")
+
+#: HTML/XML tags that user-interface strings carry (GTK/Pango, Qt rich text, LibreOffice help)
+_TAG = re.compile(r"</?(?:a|b|i|u|s|p|br|hr|em|strong|big|small|tt|span|sub|sup|code|kbd|pre|qt|html|body|"
+                  r"nobr|ul|ol|li|h[1-6]|font|div|center|table|tr|td|th|img|link|emph|item|menuitem)"
+                  r"(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_ENTITY = r"&(?:[a-zA-Z]+|#\d+|#x[0-9a-fA-F]+);"
+#: printf (C, Python ``%(name)s``, gcc's ``%qs``, ``%<``/``%>``), Qt ``%1``/``%L1``, LibreOffice
+#: ``%PRODUCTNAME``, Python/ICU ``{0}``/``{name}``, shell ``$VAR``/``${VAR}``/``$(VAR)``
+_PLACEHOLDER = re.compile(
+    r"%(?:\d+\$)?\([A-Za-z_]\w*\)[-+ 0#]*\d*(?:\.\d+)?[a-zA-Z]"
+    r"|%(?:\d+\$)?[-+ 0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64|I32|w)*[diouxXeEfFgGaAcspnqDO]"
+    r"|%[<>']|%L?\d+|%[A-Z][A-Z0-9_]+"
+    r"|\{[A-Za-z0-9_]*(?:[:!][^{}]*)?\}"
+    r"|\$\{[A-Za-z_]\w*\}|\$\([A-Za-z_]\w*\)|\$[A-Za-z_]\w*")
+_POSITION = re.compile(r"^%\d+\$")
+_WORD = re.compile(r"[\w&~]+")
+_ACCELERATOR = re.compile(r"(?<![_&~])[_&~](?=[^\W_])")  # a mark before a letter or digit, not doubled
+_MARKED_WORD = re.compile(r"[_&~][^\W_][^_&~]*$")  # _File, &Y: a mark, then a word without another
+_LETTER = re.compile(r"[^\W\d_]")
+_SPACE = re.compile(r"\s+")
+_EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+class CorpusUnavailable(RuntimeError):
+    """The catalogues cannot be had here (no ``apt-get``/``dpkg-deb``, no archive): one line saying so."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Length limits of a kept pair: characters per side, and the longer side over the shorter."""
+
+    min_chars: int = 2
+    max_chars: int = 200
+    max_ratio: float = 3.0
+    ratio_from_chars: int = 20  # the ratio applies once the longer side has this many characters
+
+
+@dataclass
+class PackageRecord:
+    """What one package gave: its versions, licences, catalogues and entries."""
+
+    name: str
+    pinned: str
+    version: str = ""
+    sha256: str = ""
+    licences: list[str] = field(default_factory=list)
+    catalogues: int = 0
+    entries: int = 0
+    kept: int = 0
+
+
+# -- cleaning --------------------------------------------------------------------------------------------
+
+def placeholders(text: str) -> Counter:
+    """Multiset of the format placeholders in ``text``, positions dropped (``%2$s`` counts as ``%s``)."""
+    return Counter(_POSITION.sub("%", token) for token in _PLACEHOLDER.findall(text.replace("%%", "")))
+
+
+def _strip_accelerators(text: str, other: str) -> str:
+    """``text`` without accelerator marks: ``_``, ``&`` or ``~`` before a letter or digit that starts a word
+    (``_File``, ``&Y``), or inside a word that ``other`` does not hold as it is (``Op_en``/``Ö_ffnen``
+    lose theirs; ``file_name``, ``AT&T`` and ``_NET_WM_NAME`` in both sides keep them)."""
+    kept_words = set(_WORD.findall(other))
+
+    def strip(match: re.Match) -> str:
+        word = match.group(0)
+        return word if word in kept_words and not _MARKED_WORD.match(word) else _ACCELERATOR.sub("", word)
+
+    return _WORD.sub(strip, text)
+
+
+def _normalise(text: str) -> str:
+    return _SPACE.sub(" ", html.unescape(text)).strip()
+
+
+def clean_pair(source: str, target: str) -> tuple[str, str]:
+    """``(source, target)`` as corpus lines: tags removed, accelerators removed, entities unescaped,
+    whitespace (newlines and tabs included) collapsed to single spaces. Placeholders stay as they are."""
+    source, target = _TAG.sub(" ", source), _TAG.sub(" ", target)
+    source, target = (re.sub(_ENTITY, lambda m: m.group(0).replace("&", "\0"), s) for s in (source, target))
+    source, target = _strip_accelerators(source, target), _strip_accelerators(target, source)
+    return tuple(_normalise(s.replace("\0", "&")) for s in (source, target))
+
+
+def drop_reason(source: str, target: str, limits: Limits) -> str | None:
+    """Why a cleaned pair is not kept (one of :data:`DROP_REASONS`), or None."""
+    if not all(_LETTER.search(_PLACEHOLDER.sub("", text)) for text in (source, target)):
+        return "no_letters"
+    if source == target:
+        return "copied"
+    if placeholders(source) != placeholders(target):
+        return "placeholders"
+    short, long = sorted((len(source), len(target)))
+    if short < limits.min_chars or long > limits.max_chars:
+        return "length"
+    if long >= limits.ratio_from_chars and long > limits.max_ratio * short:
+        return "ratio"
+    return None
+
+
+def split_key(source: str) -> str:
+    """The English a split is decided by: casefolded, whitespace collapsed, edge punctuation removed
+    (``Open…``, ``Open:`` and ``open`` share one split)."""
+    return _EDGE_PUNCTUATION.sub("", _SPACE.sub(" ", source.casefold()))
+
+
+def split_of(source: str, valid_fraction: float, test_fraction: float) -> str:
+    """``valid``, ``test`` or ``train``, from the SHA-256 of :func:`split_key` read as a number in [0, 1)."""
+    position = int.from_bytes(hashlib.sha256(split_key(source).encode()).digest()[:8], "big") / 2 ** 64
+    if position < valid_fraction:
+        return "valid"
+    return "test" if position < valid_fraction + test_fraction else "train"
+
+
+# -- catalogues ------------------------------------------------------------------------------------------
+
+def is_catalogue(path: str, lang: str) -> bool:
+    """A ``.mo``/``.po`` of language ``lang``: under a folder named ``lang`` or named ``lang.mo``/``lang.po``."""
+    parts = Path(path).parts
+    return Path(path).suffix in (".mo", ".po") and (lang in parts[:-1] or Path(path).stem == lang)
+
+
+def catalogue_entries(path: Path) -> Iterator[tuple[str, str] | str]:
+    """The entries of one catalogue as ``(msgid, msgstr)``, or the drop reason of those not usable
+    (``plural``, ``fuzzy``, ``obsolete``, ``empty``). The header (empty msgid) is not an entry."""
+    import polib
+
+    catalogue = polib.mofile(str(path)) if path.suffix == ".mo" else polib.pofile(str(path))
+    for entry in catalogue:
+        if not entry.msgid:
+            continue
+        if entry.msgid_plural:
+            yield "plural"
+        elif "fuzzy" in entry.flags:
+            yield "fuzzy"
+        elif entry.obsolete:
+            yield "obsolete"
+        elif not entry.msgstr.strip():
+            yield "empty"
+        else:
+            yield entry.msgid, entry.msgstr
+
+
+def read_pins(path: str | Path = PACKAGES_FILE) -> list[tuple[str, str]]:
+    """``(name, version)`` of each line ``NAME VERSION`` of a package list (``#`` starts a comment)."""
+    pins = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise ValueError(f"{path}:{number}: expected 'NAME VERSION', got {line!r}")
+        pins.append((fields[0], fields[1]))
+    return pins
+
+
+def _deb_field(deb: Path, name: str) -> str:
+    return subprocess.run(["dpkg-deb", "-f", str(deb), name], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _cached_deb(folder: Path, name: str, version: str | None) -> Path | None:
+    for deb in sorted(folder.glob(f"{name}_*.deb")):
+        if version is None or _deb_field(deb, "Version") == version:
+            return deb
+    return None
+
+
+def fetch_package(name: str, version: str, cache: Path, log: Callable[[str], None]) -> Path:
+    """The ``.deb`` of ``name`` at ``version`` (else the archive's current version) in ``cache``,
+    downloaded with ``apt-get download`` unless it is there."""
+    deb = _cached_deb(cache, name, version)
+    if deb is not None:
+        return deb
+    cache.mkdir(parents=True, exist_ok=True)
+    errors = []
+    for spec in (f"{name}={version}", name):
+        done = subprocess.run(["apt-get", "download", "-q", spec], cwd=cache, capture_output=True, text=True)
+        if done.returncode == 0:
+            deb = _cached_deb(cache, name, version if spec != name else None)
+            if spec == name:
+                log(f"{name} {version} is no longer in the archive: using {_deb_field(deb, 'Version')}")
+            return deb
+        errors.append((done.stderr.strip().splitlines() or ["no message"])[-1])
+    raise CorpusUnavailable(f"apt-get download {name} failed ({errors[-1]}); run 'apt-get update' first, or "
+                            "give the .deb files with --debs DIR")
+
+
+def _licences(copyright_text: str) -> list[str]:
+    """The licence names of a Debian copyright file (machine-readable format), in first-seen order."""
+    names = re.findall(r"^License:[ \t]*(\S.*)$", copyright_text, re.MULTILINE)
+    return list(dict.fromkeys(name.strip() for name in names)) or ["see the package's copyright file"]
+
+
+def unpack_catalogues(deb: Path, lang: str, dest: Path) -> tuple[list[Path], list[str]]:
+    """Extract the ``lang`` catalogues of ``deb`` into ``dest``: their paths, sorted, and the licences
+    of its copyright file (``usr/share/doc/<package>/copyright``)."""
+    package = _deb_field(deb, "Package")
+    copyright_path = f"usr/share/doc/{package}/copyright"
+    pipe = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    catalogues, licences = [], ["see the package's copyright file"]
+    with tarfile.open(fileobj=pipe.stdout, mode="r|") as archive:
+        for member in archive:
+            path = member.name.removeprefix("./")
+            if not member.isfile():
+                continue
+            if path == copyright_path:
+                licences = _licences(archive.extractfile(member).read().decode("utf-8", "replace"))
+            elif is_catalogue(path, lang):
+                target = dest / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(archive.extractfile(member).read())
+                catalogues.append(target)
+    if pipe.wait() != 0:
+        raise RuntimeError(f"dpkg-deb could not read {deb}")
+    return sorted(catalogues), licences
+
+
+# -- the corpus ------------------------------------------------------------------------------------------
+
+def collect_pairs(entries: Iterable[tuple[str, str] | str], limits: Limits, seen: set, dropped: Counter
+                  ) -> Iterator[tuple[str, str]]:
+    """The kept, cleaned, first-seen pairs of ``entries`` (as :func:`catalogue_entries` gives them);
+    each dropped entry counted under its reason in ``dropped``, ``seen`` the pairs kept so far."""
+    for entry in entries:
+        if isinstance(entry, str):
+            dropped[entry] += 1
+            continue
+        pair = clean_pair(*entry)
+        reason = drop_reason(*pair, limits) or ("duplicate" if pair in seen else None)
+        if reason:
+            dropped[reason] += 1
+            continue
+        seen.add(pair)
+        yield pair
+
+
+def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKAGES_FILE,
+                 cache: str | Path | None = None, debs: str | Path | None = None, limits: Limits = Limits(),
+                 valid_fraction: float = 0.02, test_fraction: float = 0.02, force: bool = False,
+                 log: Callable[[str], None] = print) -> Path:
+    """Build the English-``lang`` corpus of the packages in ``packages`` into ``out`` (see the module
+    docstring) and return ``out``. ``debs``: a folder of ``.deb`` files to read instead of downloading
+    into ``cache`` (default ``$ATTNBENCH_CACHE/debs``). A finished ``out`` is left as it is unless ``force``."""
+    out = Path(out)
+    if (out / "manifest.json").is_file() and not force:
+        log(f"{out} is built (manifest.json); --force rebuilds it")
+        return out
+    if not (0 < valid_fraction and 0 < test_fraction and valid_fraction + test_fraction < 1):
+        raise ValueError("valid and test fractions must be positive and sum to less than 1")
+    for tool in ("dpkg-deb",) + (() if debs else ("apt-get",)):
+        if shutil.which(tool) is None:
+            raise CorpusUnavailable(
+                f"no {tool} on this machine: the l10n corpus is built from Debian packages; give your own "
+                "parallel files instead (train/valid/test.en and .de in one folder, set as the config's data_root)")
+    pins = read_pins(packages)
+    cache = Path(cache or Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench")) / "debs")
+    started = time.time()
+    records, dropped, seen = [], Counter(), set()
+    pairs = {split: [] for split in SPLITS}
+    with tempfile.TemporaryDirectory(prefix="l10n-catalogues-") as scratch:
+        for number, (name, version) in enumerate(pins, 1):
+            record = PackageRecord(name=name, pinned=version)
+            deb = _cached_deb(Path(debs), name, None) if debs else fetch_package(name, version, cache, log)
+            if deb is None:
+                raise CorpusUnavailable(f"no {name}_*.deb in {debs}")
+            record.version = _deb_field(deb, "Version")
+            record.sha256 = hashlib.sha256(deb.read_bytes()).hexdigest()
+            catalogues, record.licences = unpack_catalogues(deb, lang, Path(scratch) / name)
+            record.catalogues = len(catalogues)
+            for catalogue in catalogues:
+                entries = list(catalogue_entries(catalogue))
+                record.entries += len(entries)
+                for source, target in collect_pairs(entries, limits, seen, dropped):
+                    pairs[split_of(source, valid_fraction, test_fraction)].append((source, target))
+                    record.kept += 1
+            shutil.rmtree(Path(scratch) / name, ignore_errors=True)
+            records.append(record)
+            log(f"[{number}/{len(pins)}] {name} {record.version}: {record.catalogues} catalogues, "
+                f"{record.entries} entries, {record.kept} pairs kept")
+    return _write(out, lang, pairs, records, dropped, limits, valid_fraction, test_fraction, started, log)
+
+
+def _write(out: Path, lang: str, pairs: dict, records: list, dropped: Counter, limits: Limits,
+           valid_fraction: float, test_fraction: float, started: float, log: Callable[[str], None]) -> Path:
+    """Write the splits (train in hash order, so packages mix) and the manifest, then rename into ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    scratch.mkdir()
+    try:
+        for split, rows in pairs.items():
+            if split == "train":
+                rows.sort(key=lambda pair: hashlib.sha256("\t".join(pair).encode()).digest())
+            for side, suffix in enumerate(("en", lang)):
+                (scratch / f"{split}.{suffix}").write_text("".join(f"{pair[side]}\n" for pair in rows),
+                                                           encoding="utf-8")
+        manifest = dict(
+            format=FORMAT_VERSION, source="en", target=lang, built=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            seconds=round(time.time() - started, 1), pairs={split: len(rows) for split, rows in pairs.items()},
+            entries=sum(r.entries for r in records), dropped={r: dropped[r] for r in DROP_REASONS},
+            split=dict(rule="sha256 of the casefolded English without edge punctuation", valid=valid_fraction,
+                       test=test_fraction),
+            limits=asdict(limits), packages=[asdict(r) for r in records])
+        (scratch / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        scratch.rename(out)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    log(f"{out}: {manifest['pairs']} pairs from {len(records)} packages ({manifest['entries']} entries) "
+        f"in {manifest['seconds']:.0f} s")
+    return out

@@ -1,0 +1,1 @@
+"""Models built on mmengine (the Transformer translation model)."""

@@ -1,0 +1,1 @@
+/work/main/results/distributed/two-ranks-slurm/submitit/9_submission.sh
