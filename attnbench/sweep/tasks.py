@@ -84,14 +84,11 @@ class VisionTask:
         """
         options = preset_overrides(self, preset)
         parsed, trained = Variant.parse(variant), self.variant(preset, variant)
-        if self.user_config:  # the user's file, the variant's keys as overrides (mmcv's initialisation)
-            trained = preset_variant("full", variant)
-            return self.user_config, options | \
-                {f"optim_wrapper.{key}": value for key, value in trained.optimizer_overrides().items()} | \
-                {f"model.backbone.{key}": value for key, value in trained.backbone_overrides().items()}
-        if self.rule is None and not parsed.params:  # a generated file, the preset's parameters in it
+        if self.user_config:  # the user's file, the variant's keys as overrides
+            base = self.user_config
+        elif self.rule is None and not parsed.params:  # a generated file, the preset's parameters in it
             return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
-        if self.rule is None:
+        elif self.rule is None:
             base = vision_config_path(self.kind, config_preset(preset), Variant())
         elif config_preset(preset) != "mini":
             raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
@@ -101,8 +98,9 @@ class VisionTask:
             | {f"model.backbone.{key}": value for key, value in trained.backbone_overrides().items()}
 
     def variant(self, preset: str, variant: str) -> Variant:
-        """The variant a run trains: its own parameters, then its preset's (``PRESET_PARAMETERS``)."""
-        return preset_variant(config_preset(preset), variant)
+        """The variant a run trains: its own parameters, then its preset's (``PRESET_PARAMETERS``); a user's
+        config takes the full preset's (mmcv's initialisation), whatever the preset."""
+        return preset_variant("full" if self.user_config else config_preset(preset), variant)
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         from attnbench.flops import count_model
