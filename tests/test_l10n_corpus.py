@@ -1,5 +1,6 @@
 """The l10n corpus builder on catalogues and packages the test writes itself (no network)."""
 import json
+import os
 import shutil
 import subprocess
 
@@ -152,6 +153,36 @@ def test_nothing_half_written(debs, tmp_path):
     with pytest.raises(CorpusUnavailable, match="no missing_"):
         build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs, log=lambda line: None)
     assert not any(p.name.startswith("corpus") for p in tmp_path.iterdir())
+
+
+def test_a_version_other_than_the_pinned_one_is_refused_unless_asked_for(debs, tmp_path):
+    (tmp_path / "packages.txt").write_text("alpha 1.0-2\n")
+    with pytest.raises(CorpusUnavailable, match="alpha_.*pinned version 1.0-2.*holds 1.0-1; --any-version"):
+        build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs, log=lambda line: None)
+    out = build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs, any_version=True,
+                       log=lambda line: None)
+    alpha, = json.loads((out / "manifest.json").read_text())["packages"]
+    assert (alpha["pinned"], alpha["version"]) == ("1.0-2", "1.0-1")
+
+
+def test_apt_lists_without_the_pinned_version_stop_the_build(debs, tmp_path, monkeypatch):
+    """A fake apt-get that serves alpha at 1.0-1 only (as apt with lists older or newer than the pin)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text(f"""#!/bin/sh
+case "$3" in alpha|alpha=1.0-1) cp {debs}/alpha_1.0-1_all.deb . ;; *) echo "E: Version '${{3#*=}}' for 'alpha' was not found" >&2; exit 100 ;; esac
+""")
+    (fake / "apt-get").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    (tmp_path / "packages.txt").write_text("alpha 1.0-2\n")
+    options = dict(packages=tmp_path / "packages.txt", cache=tmp_path / "cache", log=lambda line: None)
+    with pytest.raises(CorpusUnavailable, match=r"alpha=1.0-2 failed \(E: Version '1.0-2'.*apt-get update"):
+        build_corpus(tmp_path / "corpus", **options)
+    assert not (tmp_path / "corpus").exists()
+    lines = []
+    out = build_corpus(tmp_path / "corpus", **options | dict(any_version=True, log=lines.append))
+    assert lines[0] == "alpha 1.0-2 is not in apt's lists: using 1.0-1 (--any-version)"
+    assert json.loads((out / "manifest.json").read_text())["packages"][0]["version"] == "1.0-1"
 
 
 def test_without_apt_one_line_says_so(monkeypatch, tmp_path):

@@ -26,11 +26,14 @@ def main() -> None:
     p.add_argument("--valid-fraction", type=float, default=0.02, help="share of English strings in valid")
     p.add_argument("--test-fraction", type=float, default=0.02, help="share of English strings in test")
     p.add_argument("--force", action="store_true", help="rebuild a finished corpus")
+    p.add_argument("--any-version", action="store_true",
+                   help="take the archive's current version of a package whose pinned one apt cannot fetch "
+                        "(a different corpus from the pinned one; the manifest records the versions)")
     args = p.parse_args()
     try:
         build_corpus(args.out, lang=args.lang, packages=args.packages, cache=args.cache, debs=args.debs,
                      limits=Limits(max_chars=args.max_chars), valid_fraction=args.valid_fraction,
-                     test_fraction=args.test_fraction, force=args.force,
+                     test_fraction=args.test_fraction, force=args.force, any_version=args.any_version,
                      log=lambda line: print(line, flush=True))
     except CorpusUnavailable as error:
         sys.exit(f"make_l10n_corpus: {error}")

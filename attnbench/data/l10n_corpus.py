@@ -212,24 +212,38 @@ def _cached_deb(folder: Path, name: str, version: str | None) -> Path | None:
     return None
 
 
-def fetch_package(name: str, version: str, cache: Path, log: Callable[[str], None]) -> Path:
-    """The ``.deb`` of ``name`` at ``version`` (else the archive's current version) in ``cache``,
-    downloaded with ``apt-get download`` unless it is there."""
+def fetch_package(name: str, version: str, cache: Path, log: Callable[[str], None],
+                  any_version: bool = False) -> Path:
+    """The ``.deb`` of ``name`` at ``version`` in ``cache``, downloaded with ``apt-get download`` unless it is
+    there. A version apt cannot fetch raises, unless ``any_version`` takes the archive's current one (another
+    corpus: the manifest records the versions read)."""
     deb = _cached_deb(cache, name, version)
     if deb is not None:
         return deb
     cache.mkdir(parents=True, exist_ok=True)
-    errors = []
-    for spec in (f"{name}={version}", name):
-        done = subprocess.run(["apt-get", "download", "-q", spec], cwd=cache, capture_output=True, text=True)
-        if done.returncode == 0:
-            deb = _cached_deb(cache, name, version if spec != name else None)
-            if spec == name:
-                log(f"{name} {version} is no longer in the archive: using {_deb_field(deb, 'Version')}")
-            return deb
-        errors.append((done.stderr.strip().splitlines() or ["no message"])[-1])
-    raise CorpusUnavailable(f"apt-get download {name} failed ({errors[-1]}); run 'apt-get update' first, or "
-                            "give the .deb files with --debs DIR")
+    done = subprocess.run(["apt-get", "download", "-q", f"{name}={version}"], cwd=cache, capture_output=True, text=True)
+    if done.returncode == 0:
+        return _cached_deb(cache, name, version)
+    error = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    if any_version and subprocess.run(["apt-get", "download", "-q", name], cwd=cache, capture_output=True).returncode == 0:
+        deb = _cached_deb(cache, name, None)
+        log(f"{name} {version} is not in apt's lists: using {_deb_field(deb, 'Version')} (--any-version)")
+        return deb
+    raise CorpusUnavailable(
+        f"apt-get download {name}={version} failed ({error}): the pinned version is not in apt's package lists. "
+        "Run 'apt-get update' (lists older than the pin miss it), give the .deb files with --debs DIR, or build "
+        "from the archive's current versions with --any-version (a different corpus; the manifest says which)")
+
+
+def given_package(folder: Path, name: str, version: str, any_version: bool = False) -> Path:
+    """The ``.deb`` of ``name`` at ``version`` among the files of ``folder`` (``--debs``); another version
+    of it only with ``any_version``."""
+    deb = _cached_deb(folder, name, version) or (_cached_deb(folder, name, None) if any_version else None)
+    if deb is None:
+        other = _cached_deb(folder, name, None)
+        raise CorpusUnavailable(f"no {name}_*.deb at the pinned version {version} in {folder}"
+                                + (f" (it holds {_deb_field(other, 'Version')}; --any-version takes it)" if other else ""))
+    return deb
 
 
 def _licences(copyright_text: str) -> list[str]:
@@ -284,10 +298,11 @@ def collect_pairs(entries: Iterable[tuple[str, str] | str], limits: Limits, seen
 def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKAGES_FILE,
                  cache: str | Path | None = None, debs: str | Path | None = None, limits: Limits = Limits(),
                  valid_fraction: float = 0.02, test_fraction: float = 0.02, force: bool = False,
-                 log: Callable[[str], None] = print) -> Path:
+                 any_version: bool = False, log: Callable[[str], None] = print) -> Path:
     """Build the English-``lang`` corpus of the packages in ``packages`` into ``out`` (see the module
     docstring) and return ``out``. ``debs``: a folder of ``.deb`` files to read instead of downloading
-    into ``cache`` (default ``$ATTNBENCH_CACHE/debs``). A finished ``out`` is left as it is unless ``force``."""
+    into ``cache`` (default ``$ATTNBENCH_CACHE/debs``), each at its pinned version unless ``any_version``
+    (:func:`fetch_package`). A finished ``out`` is left as it is unless ``force``."""
     out = Path(out)
     if (out / "manifest.json").is_file() and not force:
         log(f"{out} is built (manifest.json); --force rebuilds it")
@@ -307,9 +322,8 @@ def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKA
     with tempfile.TemporaryDirectory(prefix="l10n-catalogues-") as scratch:
         for number, (name, version) in enumerate(pins, 1):
             record = PackageRecord(name=name, pinned=version)
-            deb = _cached_deb(Path(debs), name, None) if debs else fetch_package(name, version, cache, log)
-            if deb is None:
-                raise CorpusUnavailable(f"no {name}_*.deb in {debs}")
+            deb = given_package(Path(debs), name, version, any_version) if debs else \
+                fetch_package(name, version, cache, log, any_version)
             record.version = _deb_field(deb, "Version")
             record.sha256 = hashlib.sha256(deb.read_bytes()).hexdigest()
             catalogues, record.licences = unpack_catalogues(deb, lang, Path(scratch) / name)
