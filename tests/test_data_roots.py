@@ -96,3 +96,36 @@ def test_a_config_without_a_resnet_backbone_is_refused_with_what_it_needs(tmp_pa
     done = sweep(tmp_path, "--config", str(config), "--factors", "0010", "--dry-run")
     assert done.returncode == 2 and "ResNet-style backbone with Bottleneck blocks" in done.stderr
     assert "'SwinTransformer'" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_ade20k_config_takes_every_backbone_row_and_counts_flops_at_its_crop():
+    """configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py as ``--config`` takes: every row of the
+    segmentor's backbone builds into it (150 classes), and FLOPs are counted at its 512x512 crop; here at 64x64."""
+    from dataclasses import replace
+
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+
+    from attnbench.mm.run_setup import load_config
+    from attnbench.sweep.tasks import user_task
+    from attnbench.variants import MECHANISMS, vision_rows
+
+    task = user_task(str(ROOT / "configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py"))
+    assert (task.name, task.kind, task.input_sizes) == ("deeplabv3_r50-d8_4xb4-80k_ade20k-512x512", "seg",
+                                                      {"full": (512, 512)})
+    small = replace(task, input_sizes={"full": (64, 64)})
+    init_default_scope("mmseg")
+    rows = [v for v in vision_rows("seg") if v not in MECHANISMS or MECHANISMS[v].placement != "head"]
+    counted = {}
+    for variant in rows:
+        path, options = task.config("full", task.validate_variant(variant), None)
+        cfg = load_config(path, cfg_options=options, check_data=False)
+        assert cfg.model.decode_head.num_classes == 150 and cfg.train_dataloader.dataset.type == "ADE20KDataset"
+        model = MODELS.build(cfg.model)
+        if variant in ("baseline", "1111", "0010+deformable", "dynamic"):
+            model.eval()
+            counted[variant] = small.count(model, "full")
+    assert counted["baseline"]["input_size"] == "64x64" and counted["baseline"]["macs_modules"] == 0
+    assert all(counted[v]["macs_modules"] > 0 and counted[v]["macs_model"] > counted["baseline"]["macs_model"]
+               for v in ("1111", "dynamic"))

@@ -45,6 +45,7 @@ RULES = [
     Rule(r"-m pytest", "skip", "the test suite itself (CI runs it)"),
     Rule(r"--launcher slurm", "dry_run", "submitting needs a Slurm cluster: the plan is checked"),
     Rule(r"sweep\.py .*--gpus", "dry_run", "needs GPUs: the plan is checked"),
+    Rule(r"--config configs/segmentation/.*ade20k", "dry_run", "ADE20K is not here: the dry run names the missing folder"),
     Rule(r"--config path/to/", "skip", "path/to/ stands for a config of your own; tests/test_data_roots.py runs one"),
     Rule(r"--data-root det=/datasets/", "dry_run", "COCO is not here: the dry run names the missing folder"),
     Rule(r"slurm_local\.sh", "skip", "starts Slurm's daemons: tests/test_slurm.py runs it and a sweep on it"),

@@ -225,7 +225,12 @@ DEFAULT_INPUT_SIZES = {"det": (800, 1333), "seg": (512, 1024)}
 
 
 def _test_input_size(cfg, kind: str) -> tuple[int, int]:
-    """(H, W) of the config's test-time Resize (mmdet writes ``scale=(W, H)``), else the task kind's default."""
+    """(H, W) a user config's FLOPs are counted at: a segmentor's crop (mmseg's ``crop_size``, as the seg
+    task counts Cityscapes at its 512x1024 crop), a detector's test-time Resize (mmdet writes
+    ``scale=(W, H)``), else the task kind's default."""
+    crop = cfg.get("crop_size") or cfg.get("model", {}).get("data_preprocessor", {}).get("size")
+    if kind == "seg" and isinstance(crop, (list, tuple)) and len(crop) == 2:
+        return int(crop[0]), int(crop[1])
     pipeline = (cfg.get("test_dataloader") or {}).get("dataset", {}).get("pipeline") or cfg.get("test_pipeline") or []
     for step in pipeline:
         if str(step.get("type", "")).endswith("Resize") and isinstance(step.get("scale"), (list, tuple)):
@@ -237,7 +242,7 @@ def _test_input_size(cfg, kind: str) -> tuple[int, int]:
 def user_task(config: str) -> VisionTask:
     """The task of a user's own mmdet or mmseg config (``tools/sweep.py --config``), named after its file:
     the variants go into its ResNet backbone as into the study's (``plugins``, ``dcn``); its metric is
-    COCO bbox mAP (detection) or mIoU (segmentation); FLOPs are counted at its test-time Resize scale."""
+    COCO bbox mAP (detection) or mIoU (segmentation); FLOPs are counted at its input size (``_test_input_size``)."""
     from pathlib import Path
 
     from mmengine.config import Config
