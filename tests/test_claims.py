@@ -171,3 +171,35 @@ def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
     verdicts = claim_verdicts(translation).set_index("claim")
     assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced") and list(verdicts.index) == ["T1", "T2", "T3", "T4"]
     assert verdicts.loc["T3", "nmt-l10n"] == "not run"
+
+
+def test_the_registered_leads_are_families_of_their_own(tmp_path, capsys):
+    """``--claims e4-seg``: E4's lead as one contrast over the sixteen factor sets (8 times the main effect,
+    negated), tested alone; ``--claims figure4-det``: E2 in each window against the matching kernel; the
+    study's family does not see either."""
+    from attnbench.sweep.claims import E4_SEG, FIGURE4_DET
+    from attnbench.sweep.store import ResultsStore
+    from attnbench.sweep.tasks import TASKS
+
+    (lead,) = E4_SEG
+    assert len(lead.rows) == 16 and sum(w for _, w in lead.weights) == 0
+    assert all((w < 0) == (row != "baseline" and row[3] == "1") for row, w in lead.weights)
+    assert [c.rows for c in FIGURE4_DET] == [[f"0100:range={r}", f"dynamic:kernel={2 * r + 1}"] for r in (1, 2, 3)]
+    assert all(TASKS["det"].validate_variant(row) == row for c in FIGURE4_DET for row in c.rows)
+    gains = {row: -0.4 * (row != "baseline" and row[3] == "1") for row, _ in lead.weights}
+    store = ResultsStore(tmp_path)
+    for number, (row, gain) in enumerate(gains.items()):
+        for record in rows_of(row, row_values(gain, noise=0.05, seed=number), task="seg"):
+            store.record(record)
+    frame = store.read()
+    (tested,) = claims_table(frame, contrasts=E4_SEG).to_dict("records")
+    values = frame.pivot(index="seed", columns="variant", values="value")
+    expected = sum(w * values[row] for row, w in lead.weights)
+    assert tested["mean"] == pytest.approx(expected.mean()) and expected.mean() == pytest.approx(3.2, abs=0.2)
+    assert tested["family"] == 1 and tested["verdict"] == "reproduced"
+    compare.main(["--results", str(tmp_path), "--claims", "e4-seg", "--by-claim", "--format", "markdown"])
+    assert "| E4-seg " in capsys.readouterr().out
+    compare.main(["--results", str(tmp_path), "--claims", "--format", "markdown"])
+    assert "E4-seg" not in capsys.readouterr().out  # the study's family: C1-C5 only
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path), "--claims", "figure4"])

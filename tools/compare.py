@@ -11,6 +11,7 @@
     python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
     python tools/compare.py --results results/l10n --claims     # translation's claims T1-T4 (real language)
     python tools/compare.py --results results/claims --claims --by-claim   # a line per claim, its verdict per task
+    python tools/compare.py --results results/e4-seg --seeds 230-235 --claims e4-seg   # a registered lead
     python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnbench.sweep import plan
-from attnbench.sweep.claims import all_claims_table, claim_verdicts
+from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts
 from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
                                     summarize)
 from attnbench.sweep.store import read_store_or_exit
@@ -153,11 +154,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--per-seed", action="store_true",
                    help="each run's value instead, a row per task and seed and a column per variant (with --value "
                    "context: whether a rule was learnt at each seed)")
-    p.add_argument("--claims", action="store_true",
-                   help="the study's claims instead (attnbench.sweep.claims: C1-C5 on the image tasks, T1-T4 on the "
-                   "translation tasks, each contrast in its slot): each as a contrast of rows paired by seed, "
-                   "predicted positive, tested (paired t, or the sign test of learnt rules on the diagnostic tasks), "
-                   "Holm-adjusted over each task's contrasts, with a verdict")
+    p.add_argument("--claims", nargs="?", const="study", choices=list(CLAIM_FAMILIES), metavar="FAMILY",
+                   help="a registered family of claims instead (attnbench.sweep.claims; default study: C1-C5 on the "
+                   "image tasks, T1-T4 on the translation tasks, each contrast in its slot; figure4-det: F4; e4-seg: "
+                   "E4's lead on the segmentor): each as a contrast of rows paired by seed, predicted positive, "
+                   "tested (paired t, or the sign test of learnt rules on the diagnostic tasks), Holm-adjusted over "
+                   "each task's contrasts, with a verdict")
     p.add_argument("--by-claim", action="store_true",
                    help="with --claims: a line per claim instead, its verdict on each task (every tested contrast "
                    "reproduced: reproduced; any refuted: refuted; else undecided) with each contrast's mean and "
@@ -181,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
     args = p.parse_args(argv)
-    if sum((args.effects, args.power, args.per_seed, args.claims, args.cost)) > 1:
+    if sum((args.effects, args.power, args.per_seed, bool(args.claims), args.cost)) > 1:
         p.error("--effects, --power, --per-seed, --claims and --cost are different outputs: choose one")
     if args.by_claim and not args.claims:
         p.error("--by-claim needs --claims")
@@ -224,10 +226,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"no finished run in {args.results} records its time outside training (outside_seconds)")
         print(frame_text(table, args.format, floatfmt=".1f"))  # seconds
     elif args.claims:
-        table = all_claims_table(results, alpha=args.alpha)
+        table = all_claims_table(results, alpha=args.alpha, family=args.claims)
         if table.empty:
-            p.error(f"no task of the claims in {args.results}: C1-C5 are about images (det, seg and the diagnostic "
-                    f"tasks), T1-T4 about translation ({', '.join(TRANSLATION_TASKS)})")
+            p.error(f"no task of the {args.claims} claims in {args.results}: C1-C5, F4 and E4-seg are about images "
+                    f"(det, seg and the diagnostic tasks), T1-T4 about translation ({', '.join(TRANSLATION_TASKS)})")
         if args.by_claim:
             print(frame_text(claim_verdicts(table), args.format))
         else:

@@ -64,6 +64,11 @@
 #   l10n-tradeoff  the 15 factor sets and the other mechanisms in each slot at seeds 210-212,
 #           for the trade-off plot
 #   l10n-report  the claims table and verdicts, the power analysis and the plots of results/l10n
+#   leads-figure4-det  Figure 4 on detection under the protocol: 0100:range=1,2,3 and dynamic:kernel=3,5,7 at the
+#           seeds 300-344 fixed with the predictions (docs/study.md, "Two image leads"), into results/figure4-det
+#   leads-e4-seg  E4's lead on the segmentor: the sixteen factor sets at the seeds 230-234 fixed with the
+#           prediction, seed by seed, into results/e4-seg
+#   leads-report  the verdicts of both (claims.md in each store)
 #   flops   full-scale FLOPs of every variant (tools/flops_table.py, no training)
 #   report  trade-off plots (tradeoff.png/svg), the comparison table (table.md), the main effects
 #           of the terms E1..E4 (effects.md) and the power analysis (power.md) of RESULTS
@@ -116,8 +121,8 @@ sweep() {
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(det seg nmt fig4-nmt fig4-det scores flops report)
 for p in "${parts[@]}"; do
-    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | l10n-pilot | l10n-claims | mini-corpus-claims | l10n-tradeoff | l10n-report | flops | report) ;; *)
-        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, l10n-pilot, l10n-claims, mini-corpus-claims, l10n-tradeoff, l10n-report, flops, report)" >&2
+    case $p in det | seg | nmt | fig4-nmt | fig4-det | scores | protocol-screen | protocol-confirm | position-screen | side-screen | side-lr-screen | side-confirm | side-long-screen | side-long-confirm | flag-long-screen | flag-long-confirm | side-fcn-screen | side-fcn-confirm | claims-det | claims-seg | claims-tradeoff | claims-flag | claims-side | claims-report | l10n-pilot | l10n-claims | mini-corpus-claims | l10n-tradeoff | l10n-report | leads-figure4-det | leads-e4-seg | leads-report | flops | report) ;; *)
+        echo "study.sh: unknown part '$p' (det, seg, nmt, fig4-nmt, fig4-det, scores, protocol-screen, protocol-confirm, position-screen, side-screen, side-lr-screen, side-confirm, side-long-screen, side-long-confirm, flag-long-screen, flag-long-confirm, side-fcn-screen, side-fcn-confirm, claims-det, claims-seg, claims-tradeoff, claims-flag, claims-side, claims-report, l10n-pilot, l10n-claims, mini-corpus-claims, l10n-tradeoff, l10n-report, leads-figure4-det, leads-e4-seg, leads-report, flops, report)" >&2
         exit 2 ;;
     esac
 done
@@ -213,6 +218,19 @@ for p in "${parts[@]}"; do
             "$PYTHON" tools/compare.py --results results/l10n --power > results/l10n/power.md
             "$PYTHON" tools/plot.py --results results/l10n
             echo results/l10n/claims.md results/l10n/verdicts.md results/l10n/power.md ;;
+        leads-figure4-det)  # E2 in a window against dynamic convolution over it, registered seeds, no baseline
+            sweep --tasks det --modules "$(claim_rows FIGURE4_DET)" --no-baseline --seeds 300-344 \
+                --results results/figure4-det ;;
+        leads-e4-seg)  # the sixteen factor sets, seed by seed (whole contrasts if stopped midway)
+            for seed in $(seq 230 234); do
+                sweep --tasks seg --factors all --seeds "$seed-$seed" --results results/e4-seg
+            done ;;
+        leads-report)
+            "$PYTHON" tools/compare.py --results results/figure4-det --seeds 300-344 --claims figure4-det \
+                --format markdown > results/figure4-det/claims.md
+            "$PYTHON" tools/compare.py --results results/e4-seg --seeds 230-234 --claims e4-seg --format markdown \
+                > results/e4-seg/claims.md
+            echo results/figure4-det/claims.md results/e4-seg/claims.md ;;
         flops) "$PYTHON" tools/flops_table.py --out results/flops-full ;;
         report)
             "$PYTHON" tools/plot.py --results "$RESULTS"

@@ -87,6 +87,21 @@ TRANSLATION_CLAIMS = (
       for slot, r in (("enc-self", 3), ("dec-self", 6))),
 )
 
+#: Two image leads registered after the claims re-run (docs/study.md, "Two image leads under the protocol"),
+#: each contrast predicted positive, each family tested on its own store and seeds. ``F4``: the study's Figure 4
+#: on detection, E2 within r pixels of the query on each axis against dynamic convolution over the same
+#: (2r + 1) x (2r + 1) window. ``E4-seg``: the trade-off's E4 lead on the segmentor, as the sum over the eight
+#: factor-set pairs that differ in E4 alone (without E4 minus with it: 8 times E4's main effect, negated).
+FIGURE4_DET = tuple(
+    Contrast("F4", f"E2 in a {2 * r + 1}x{2 * r + 1} window beats dynamic convolution with {2 * r + 1}x{2 * r + 1} kernels",
+             ((f"0100:range={r}", 1), (f"dynamic:kernel={2 * r + 1}", -1))) for r in (1, 2, 3))
+E4_SEG = (Contrast("E4-seg", "the factor sets without E4 beat those with it (8 times E4's main effect, negated)",
+                   tuple((row, -1 if row.endswith("1") else 1)
+                         for row in ("baseline", *(f"{n:04b}" for n in range(1, 16))))),)
+
+#: ``compare.py --claims FAMILY``: the contrasts of each registered family, each tuple one Holm family per task.
+CLAIM_FAMILIES = {"study": (CLAIMS, TRANSLATION_CLAIMS), "figure4-det": (FIGURE4_DET,), "e4-seg": (E4_SEG,)}
+
 #: Each claim in one line (the study's words, shortened), the claims' order.
 CLAIM_STATEMENTS = {
     "C1": "query-independent terms bring much more than query-sensitive ones; E1 adds almost nothing",
@@ -98,6 +113,8 @@ CLAIM_STATEMENTS = {
     "T2": "E2 is the most important term of self-attention",
     "T3": "the 1D deformable convolution beats E2 alone in self-attention",
     "T4": "E2 in a window beats dynamic convolution over the same keys",
+    "F4": "E2 in a window beats dynamic convolution over the same pixels (Figure 4, detection)",
+    "E4-seg": "E4 lowers the segmentor's mIoU",
 }
 
 
@@ -189,9 +206,13 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     return table
 
 
-def all_claims_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
-    """:func:`claims_table` of the image claims and of the translation claims, one after the other."""
-    tables = [claims_table(results, contrasts, alpha, power) for contrasts in (CLAIMS, TRANSLATION_CLAIMS)]
+def all_claims_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 0.8,
+                     family: str = "study") -> pd.DataFrame:
+    """:func:`claims_table` of each part of a :data:`CLAIM_FAMILIES` family (the study's: the image claims,
+    then the translation claims), one after the other."""
+    if family not in CLAIM_FAMILIES:
+        raise ValueError(f"unknown family of claims {family!r}; known: {', '.join(CLAIM_FAMILIES)}")
+    tables = [claims_table(results, contrasts, alpha, power) for contrasts in CLAIM_FAMILIES[family]]
     return pd.concat([t for t in tables if len(t)], ignore_index=True) if any(len(t) for t in tables) else tables[0]
 
 
