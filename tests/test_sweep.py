@@ -274,11 +274,40 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
             for s, gate in enumerate(gates)]
     plot_tradeoffs(pd.DataFrame(rows), "plot")
     (ax,) = figures[0].axes
-    assert ax.get_title() == "seg (mini)\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)"
+    assert ax.get_title() == "seg (mini)"  # one line; the gates in the caption
+    assert ax.get_xlabel().endswith("\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)")
     assert report.gate_note(pd.DataFrame({"gate_max": [0.9925, None]})).endswith(": 0.993 (1 run)")
     moved = report.gate_note(pd.DataFrame({"gate_max": [0.99, 1.02, 0.98], "gate_loss_max": [0.015, 0.05, None]}))
-    assert moved == ("\nlargest final gate |γ| per gated run: 0.980-1.020 (3 runs)"
+    assert moved == ("largest final gate |γ| per gated run: 0.980-1.020 (3 runs)"
                      "\ngate moved by the loss (not weight decay): 0.015-0.050 (2 runs)")
+
+
+def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the_spare_cell(monkeypatch):
+    from attnbench.sweep import report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+    seeds = {"det": 1, "seg": 3, "nmt": 2}
+    rows = [dict(task=task, preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5 + 0.1 * s + (v == "0010"),
+                 status="ok", macs_model=2e9 if v == "0010" else 1e9, macs_modules=0.0, params_model=1.0)
+            for task, n in seeds.items() for v in ("baseline", "0010") for s in range(n)]
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    axes = figures[0].axes
+    assert [report.grid_columns(n) for n in range(1, 8)] == [1, 2, 3, 2, 3, 3, 2] and len(axes) == 3
+    frontier = {ax.get_title(): any(line.get_label().startswith("Pareto") for line in ax.lines) for ax in axes}
+    assert frontier == {"det (mini): one seed, differences untested": False, "nmt (mini)": True, "seg (mini)": True}
+    assert all("\n" not in ax.get_title() for ax in axes)
+    assert [ax.get_legend() is not None for ax in axes] == [True, False, False]  # no spare cell: the first panel
+    figures.clear()
+    plot_tradeoffs(pd.DataFrame([r for r in rows if r["task"] != "nmt"]), "plot")
+    axes = figures[0].axes
+    assert len(axes) == 2 and [ax.get_legend() is not None for ax in axes] == [True, False]
+    rows += [dict(r, task=task) for task in ("nmt-l10n", "det-flag") for r in rows if r["task"] == "nmt"]
+    figures.clear()
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    (*panels, spare) = figures[0].axes
+    assert len(panels) == 5 and not spare.axison and spare.get_legend() is not None  # 3x2: the legend's cell
+    assert all(ax.get_legend() is None for ax in panels)
 
 
 def test_pareto_front():

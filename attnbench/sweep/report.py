@@ -489,13 +489,13 @@ def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def gate_note(runs: pd.DataFrame) -> str:
-    """A panel title's second line: the range over the panel's gated runs of each run's largest final
-    |gamma| (``gate_max``; 0 would be a closed gate) and, where runs record it, of how far the loss
-    moved their gates (``gate_loss_max``); empty where no run records a gate."""
+    """A panel's caption: the range over its gated runs of each run's largest final |gamma| (``gate_max``; 0
+    would be a closed gate) and, where runs record it, of how far the loss moved their gates
+    (``gate_loss_max``); empty where no run records a gate."""
     gates = runs["gate_max"].dropna()
     if gates.empty:
         return ""
-    note = f"\nlargest final gate |γ| per gated run: {_range_text(gates.min(), gates.max())} ({_runs_text(gates)})"
+    note = f"largest final gate |γ| per gated run: {_range_text(gates.min(), gates.max())} ({_runs_text(gates)})"
     moved = runs.get("gate_loss_max", pd.Series(dtype=float)).dropna()
     if not moved.empty:
         note += (f"\ngate moved by the loss (not weight decay): {_range_text(moved.min(), moved.max())} "
@@ -507,13 +507,21 @@ def _runs_text(values: pd.Series) -> str:
     return f"{len(values)} run{'s' if len(values) > 1 else ''}"
 
 
+def grid_columns(panels: int) -> int:
+    """Columns of a grid of ``panels`` (at most three): the most that leave at most one cell spare, which
+    then holds the legend."""
+    return next(c for c in (3, 2, 1) if c <= max(panels, 1) and -(-panels // c) * c - panels <= 1)
+
+
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
                    cost: str = "model") -> list[Path]:
     """Metric vs GMACs (``cost``: the model's or the attention's, :data:`COSTS`), one panel per task (and
-    NMT slot; survey rows apart), three to a row: per row its mean ± std over seeds and each seed's run
-    as a small dot (rules learnt or not show as two clusters), one marker per kind of row, the Pareto
-    frontier, every point named (labels moved apart by adjustText), and in each title how far the runs'
-    gates ended open (:func:`gate_note`); PNG and SVG."""
+    NMT slot; survey rows apart): per row its mean ± std over seeds and each seed's run as a small dot
+    (rules learnt or not show as two clusters), one marker per kind of row, every point named (labels
+    moved apart by adjustText). A one-line title per panel; the gates' range (:func:`gate_note`) in its
+    caption. The Pareto frontier of the means only where every row has two seeds or more; a panel of
+    single-seed rows says so and draws no line. One legend, in the grid's spare cell if there is one.
+    PNG and SVG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -526,15 +534,16 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
     if not panels:
         raise ValueError("no successful runs to plot")
     runs = successful_runs(results)
-    columns = min(len(panels), 3)
+    columns = grid_columns(len(panels))
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 5.5 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_visible(False)
+    legend = {}
     for ax, (title, points) in zip(axes.flat, panels):
         x = points[column] / 1e9
-        front = pareto_front(points, column)
-        ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier", zorder=1)
+        if points["seeds"].min() >= 2:
+            front = pareto_front(points, column)
+            ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier of the means",
+                    zorder=1)
         seeds = points[_GROUP + ["kind", column]].merge(runs[_GROUP + ["value", "gate_max", "gate_loss_max"]], on=_GROUP)
         for kind, (label, marker, color) in ROW_KINDS.items():
             mine = points["kind"] == kind
@@ -552,13 +561,20 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
         ax.xaxis.set_major_locator(MaxNLocator(5))  # GMACs that differ in the 4th digit
         ax.ticklabel_format(useOffset=False)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds, dots: seeds)")
-        ax.set_title(title + gate_note(seeds), fontsize=10)
+        note = gate_note(seeds)
+        ax.set_xlabel(xlabel + (f"\n{note}" if note else ""), fontsize=9)
+        one_seed = points["seeds"].max() == 1
+        ax.set_ylabel(f"{points['metric'].iloc[0]} ({'one seed' if one_seed else 'mean ± std over seeds, dots: seeds'})")
+        ax.set_title(title + (": one seed, differences untested" if one_seed else ""), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax,
+        legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
+        adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax, expand=(1.4, 1.8),
                     arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
+    spare = axes.flat[len(panels):]
+    for ax in spare:
+        ax.axis("off")
+    (spare[0] if len(spare) else axes.flat[0]).legend(legend.values(), legend.keys(), fontsize=8 if len(spare) else 7,
+                                                      loc="center" if len(spare) else "best")
     return _save(fig, out_stem)
 
 
