@@ -30,18 +30,12 @@ conv2 in conv3 to conv5.
 """
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .attention import (
-    BAM, CBAM, AreaAttention1d, AreaAttention2d, AsymmetricNonLocal2d, CrissCrossAttention, DeformConv1d,
-    DeformConv2d, DoubleAttention, DualAttention, DynamicConv1d, DynamicConv2d, FrequencyChannelAttention,
-    GatherExcite, GeneralizedAttention, GeneralizedAttention1d, GlobalContext, InteractionAggregation2d,
-    LightweightConv1d, ModulatedDeformConv2d, NonLocal2d, ObjectContext, ResidualAttention, SelectiveKernelConv2d,
-    SpatialChannelSqueezeExcite, SpatialPyramidAttention, SqueezeExcite)
-from .attention.factors import ALL_FACTORS, AttentionFactors
-from .attention.scores import SCORES
+from .attention.factors import ALL_FACTORS, SCORES, AttentionFactors
 
 GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical Study of Spatial Attention "
                                "Mechanisms in Deep Networks, ICCV 2019")
@@ -151,7 +145,7 @@ class Mechanism:
     (attnbench.flops) read the modules from this table.
     """
 
-    module: type     # the nn.Module (an object context for a decode head)
+    class_name: str  # its nn.Module in attnbench.attention (an object context for a decode head)
     slug: str        # config file-name part
     family: str
     paper: str
@@ -159,16 +153,27 @@ class Mechanism:
     kwargs: dict = field(default_factory=dict)
     params: dict = field(default_factory=lambda: {"stages": None})
     name: str | None = None  # registered OpenMMLab name (scope attnbench), if not the module's class name
-    sequence_module: type | None = None
+    sequence_class_name: str | None = None
 
     def __post_init__(self):
         if self.placement == "plugin":  # every plugin is a named block of its own: its parameters can learn faster
             self.params.setdefault("lr", None)
 
     @property
+    def module(self) -> type:
+        """The nn.Module class, imported on first use (the table itself imports no torch)."""
+        return getattr(importlib.import_module("attnbench.attention"), self.class_name)
+
+    @property
+    def sequence_module(self) -> type | None:
+        """Translation's 1D module, imported on first use; None where translation has none."""
+        return self.sequence_class_name and getattr(importlib.import_module("attnbench.attention"),
+                                                    self.sequence_class_name)
+
+    @property
     def registered_name(self) -> str:
         """The name OpenMMLab registers the module under (scope attnbench), e.g. ``'DCN'``."""
-        return self.name or self.module.__name__
+        return self.name or self.class_name
 
     @property
     def type(self) -> str:
@@ -178,103 +183,103 @@ class Mechanism:
 
 #: The generalized attention, written as its factor string E1E2E3E4.
 GENERALIZED_ATTENTION = Mechanism(
-    GeneralizedAttention, "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
+    "GeneralizedAttention", "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
-     "hard": "hard", "gate": "gamma_init"}, sequence_module=GeneralizedAttention1d)
+     "hard": "hard", "gate": "gamma_init"}, sequence_class_name="GeneralizedAttention1d")
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
 #: Every mechanism token but the generalized attention's factor strings.
 MECHANISMS: dict[str, Mechanism] = {
     "deformable": Mechanism(
-        DeformConv2d, "dcn", "spatial attention (study)",
+        "DeformConv2d", "dcn", "spatial attention (study)",
         "Dai et al.: Deformable Convolutional Networks, ICCV 2017", "conv2", dict(deform_groups=1),
-        _DEFORMABLE_PARAMS, name="DCN", sequence_module=DeformConv1d),
+        _DEFORMABLE_PARAMS, name="DCN", sequence_class_name="DeformConv1d"),
     "deformable_v2": Mechanism(
-        ModulatedDeformConv2d, "dcnv2", "spatial attention (study)",
+        "ModulatedDeformConv2d", "dcnv2", "spatial attention (study)",
         "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1), _DEFORMABLE_PARAMS,
         name="DCNv2"),
     "dynamic": Mechanism(
-        DynamicConv2d, "dynconv", "spatial attention (study)",
+        "DynamicConv2d", "dynconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019",
         kwargs=dict(kernel_size=3, num_heads=8),
         params={"kernel": "kernel_size", "heads": "num_heads", "stages": None, "gate": "gamma_init"},
-        sequence_module=DynamicConv1d),
+        sequence_class_name="DynamicConv1d"),
     "lightweight": Mechanism(
-        LightweightConv1d, "lightconv", "spatial attention (study)",
+        "LightweightConv1d", "lightconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019", "sequence",
-        params={"kernel": "kernel_size"}, sequence_module=LightweightConv1d),
+        params={"kernel": "kernel_size"}, sequence_class_name="LightweightConv1d"),
     "area": Mechanism(
-        AreaAttention2d, "area", "spatial attention (study)",
+        "AreaAttention2d", "area", "spatial attention (study)",
         "Li et al.: Area Attention, ICML 2019",
         kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2),
-        params={"heads": "num_heads", "stages": None, "gate": "gamma_init"}, sequence_module=AreaAttention1d),
+        params={"heads": "num_heads", "stages": None, "gate": "gamma_init"}, sequence_class_name="AreaAttention1d"),
     "se": Mechanism(
-        SqueezeExcite, "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
+        "SqueezeExcite", "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
         kwargs=dict(reduction=16)),
     "cbam": Mechanism(
-        CBAM, "cbam", "mixed", "Woo et al.: CBAM: Convolutional Block Attention Module, ECCV 2018",
+        "CBAM", "cbam", "mixed", "Woo et al.: CBAM: Convolutional Block Attention Module, ECCV 2018",
         kwargs=dict(reduction=16, spatial_kernel=7)),
     "gc": Mechanism(
-        GlobalContext, "gc", "self-attention",
+        "GlobalContext", "gc", "self-attention",
         "Cao et al.: GCNet: Non-local Networks Meet Squeeze-Excitation Networks and Beyond, ICCVW 2019",
         kwargs=dict(ratio=1 / 4), params={"stages": None, "gate": "out_gain"}),
     "nonlocal": Mechanism(
-        NonLocal2d, "nonlocal", "self-attention", "Wang et al.: Non-local Neural Networks, CVPR 2018",
+        "NonLocal2d", "nonlocal", "self-attention", "Wang et al.: Non-local Neural Networks, CVPR 2018",
         kwargs=dict(reduction=2, mode="embedded_gaussian"), params={"stages": None, "gate": "out_gain"}),
     "ge": Mechanism(
-        GatherExcite, "ge", "channel",
+        "GatherExcite", "ge", "channel",
         "Hu et al.: Gather-Excite: Exploiting Feature Context in Convolutional Neural Networks, NeurIPS 2018",
         kwargs=dict(extent=8, parametric=True)),
     "sk": Mechanism(
-        SelectiveKernelConv2d, "sk", "channel", "Li et al.: Selective Kernel Networks, CVPR 2019",
+        "SelectiveKernelConv2d", "sk", "channel", "Li et al.: Selective Kernel Networks, CVPR 2019",
         "conv2", dict(num_paths=2, reduction=16, min_hidden=32)),
     "spa": Mechanism(
-        SpatialPyramidAttention, "spa", "channel",
+        "SpatialPyramidAttention", "spa", "channel",
         "Guo et al.: Spatial Pyramid Attention Network for Enhanced Image Recognition, ICME 2020",
         kwargs=dict(pool_sizes=(1, 2, 4), reduction=16)),
     "fca": Mechanism(
-        FrequencyChannelAttention, "fca", "channel",
+        "FrequencyChannelAttention", "fca", "channel",
         "Qin et al.: FcaNet: Frequency Channel Attention Networks, ICCV 2021",
         kwargs=dict(reduction=16, frequency_selection="top16", dct_size=7)),
     "bam": Mechanism(
-        BAM, "bam", "mixed", "Park et al.: BAM: Bottleneck Attention Module, BMVC 2018",
+        "BAM", "bam", "mixed", "Park et al.: BAM: Bottleneck Attention Module, BMVC 2018",
         kwargs=dict(reduction=16, dilation=4)),
     "scse": Mechanism(
-        SpatialChannelSqueezeExcite, "scse", "mixed",
+        "SpatialChannelSqueezeExcite", "scse", "mixed",
         "Roy et al.: Concurrent Spatial and Channel Squeeze & Excitation in Fully Convolutional Networks, "
         "MICCAI 2018", kwargs=dict(reduction=2, aggregation="max")),
     "a2": Mechanism(
-        DoubleAttention, "a2", "mixed", "Chen et al.: A2-Nets: Double Attention Networks, NeurIPS 2018",
+        "DoubleAttention", "a2", "mixed", "Chen et al.: A2-Nets: Double Attention Networks, NeurIPS 2018",
         kwargs=dict(reduction=4), params={"stages": None, "gate": "out_gain"}),
     "ran": Mechanism(
-        ResidualAttention, "ran", "mixed",
+        "ResidualAttention", "ran", "mixed",
         "Wang et al.: Residual Attention Network for Image Classification, CVPR 2017",
         kwargs=dict(reduction=4, depth=2)),
     "da": Mechanism(
-        DualAttention, "da", "self-attention",
+        "DualAttention", "da", "self-attention",
         "Fu et al.: Dual Attention Network for Scene Segmentation, CVPR 2019", kwargs=dict(reduction=8),
         params={"stages": None, "gate": "gamma_init"}),
     "ann": Mechanism(
-        AsymmetricNonLocal2d, "ann", "self-attention",
+        "AsymmetricNonLocal2d", "ann", "self-attention",
         "Zhu et al.: Asymmetric Non-local Neural Networks for Semantic Segmentation, ICCV 2019",
         kwargs=dict(reduction=2, pool_sizes=(1, 3, 6, 8)), params={"stages": None, "gate": "out_gain"}),
     "iau": Mechanism(
-        InteractionAggregation2d, "iau", "self-attention",
+        "InteractionAggregation2d", "iau", "self-attention",
         "Hou et al.: IAUnet: Global Context-Aware Feature Learning for Person Reidentification, TNNLS 2021",
         kwargs=dict(mode="both", reduction=2, num_parts=4), params={"stages": None, "gate": "out_gain"}),
     "cc": Mechanism(
-        CrissCrossAttention, "cc", "self-attention",
+        "CrissCrossAttention", "cc", "self-attention",
         "Huang et al.: CCNet: Criss-Cross Attention for Semantic Segmentation, ICCV 2019",
         kwargs=dict(reduction=8, recurrence=2), params={"stages": None, "gate": "gamma_init"}),
     "ocr": Mechanism(
-        ObjectContext, "ocr", "category",
+        "ObjectContext", "ocr", "category",
         "Yuan et al.: Object-Contextual Representations for Semantic Segmentation, ECCV 2020", "head", params={},
         name="OCRHead"),
 }
 #: Tokens of translation's slots (``attnbench.models.transformer_nmt.MECHANISMS`` names them alike).
-TRANSLATION_MECHANISMS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.sequence_module)
+TRANSLATION_MECHANISMS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.sequence_class_name)
 #: The tokens of images (all but translation's own).
 VISION_TOKENS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.placement != "sequence")
 #: Every mechanism of the benchmark, the generalized attention first.

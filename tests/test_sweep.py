@@ -200,6 +200,7 @@ def test_wandb_offline_run_has_config_and_summary(sweep):
     store, runner, runs, _ = sweep
     (run_file,) = runner.run_dir(runs[1]).glob("**/offline-run-*/run-*.wandb")
     config, summary = config_and_summary(run_file)
+    assert run_file.name == f"run-{store.read().set_index('run_id').loc[runs[1].run_id, 'wandb_id']}.wandb"
     identity = json.loads(config["attnbench_run"])
     assert identity["variant"] == "0010" and identity["task"] == "det" and identity["run_id"] == runs[1].run_id
     assert [identity[f"E{i}"] for i in range(1, 5)] == [False, False, True, False]  # W&B filters on the terms

@@ -49,7 +49,7 @@ def _row_keys(table: pd.DataFrame) -> pd.Series:
     return table["task"] + "/" + table["slot"].astype(str) + "/" + table["variant"]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default="det,seg,nmt", help="comma-separated: det, seg, nmt")
     p.add_argument("--variants", default="", help="comma-separated rows to count (default: all); the baseline "
@@ -57,7 +57,7 @@ def main() -> int:
     p.add_argument("--out", default="results/flops-full", help="output folder (default: %(default)s)")
     p.add_argument("--update", action="store_true", help="replace the counted rows in OUT's existing table "
                    "and keep the others (after a change to some mechanisms' counts), instead of a new table")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     from attnbench.sweep.dry_run import analytic_check, count_runs
     from attnbench.sweep.report import PUBLISHED
 

@@ -12,7 +12,7 @@ from attnbench.sweep.report import plot_tradeoffs, plot_windows
 from attnbench.sweep.store import read_store_or_exit
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep")
     p.add_argument("--out", help="output path without extension (default: RESULTS/tradeoff)")
@@ -23,7 +23,7 @@ def main() -> None:
     p.add_argument("--windows", action="store_true", help="the study's Figure 4 instead: each windowed mechanism's "
                    "metric and attention GMACs against its window size (rows with kernel= or range=; default "
                    "output RESULTS/windows)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     results = read_store_or_exit(args.results, "plot.py")
     if not (results["status"] == "ok").any():
         sys.exit(f"plot.py: error: no successful runs to plot in {args.results} ({len(results)} rows, none 'ok')")

@@ -50,7 +50,7 @@ def parse_cfg_options(items: list[str]) -> dict:
     return {key: DictAction._parse_iterable(value) for key, value in parse_key_values(items, "--cfg-options")}
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--factors", default="", help="comma-separated factor strings E1E2E3E4, or 'all' (15)")
     p.add_argument("--modules", default="", help="other mechanisms (see --list): deformable, dynamic, area, se, "
@@ -111,37 +111,100 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-plot", action="store_true", help="skip the trade-off plot at the end")
     p.add_argument("--list", action="store_true", help="list every vision mechanism token (tools/list_modules.py) "
                    "and exit")
-    return p.parse_args()
+    p.add_argument("--study", metavar="PARTS", help="run parts of the CPU-scale study (attnbench.sweep.studies), "
+                   "comma-separated, each resuming where it stopped; 'list' describes them. The other flags given "
+                   "override each part's own (--seeds, --jobs, --results, --dry-run, ...)")
+    return p.parse_args(argv)
 
 
-def main() -> int:
-    args = parse_args()
+def plan(args: argparse.Namespace) -> list:
+    """The runs of a sweep's arguments (``attnbench.sweep.plan.build_plan``); ValueError for what cannot run."""
+    from attnbench.sweep.plan import build_plan, parse_factors, parse_seeds
+
+    factors = parse_factors(args.factors) if args.factors else []
+    modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    tasks = [t.strip() for t in (args.tasks if args.tasks is not None else "" if args.config else "det,seg")
+             .split(",") if t.strip()]
+    procs = args.procs_per_run or args.gpus or 1
+    if args.gpus and args.launcher == "local" and not args.dry_run:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--gpus {args.gpus}: this machine has no CUDA GPU; --procs-per-run "
+                             f"{args.gpus} trains each run on that many CPU processes instead")
+    if args.gpus and args.procs_per_run and args.gpus != args.procs_per_run:
+        raise ValueError(f"--gpus {args.gpus} means {args.gpus} ranks a run; --procs-per-run says {args.procs_per_run}")
+    return build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
+                      args.threads, parse_cfg_options(args.cfg_options), procs,
+                      dict(parse_key_values(args.data_root, "--data-root")), args.config)
+
+
+def run_report(report, results: str) -> None:
+    """One of a part's reports: tools/<tool>.py with its arguments, its output written to its file."""
+    import contextlib
+    import importlib
+    from pathlib import Path
+
+    args = [arg.format(results=results) for arg in report.args]
+    tool = importlib.import_module(report.tool)  # tools/compare.py, plot.py, flops_table.py: beside this script
+    if report.out is None:
+        tool.main(args)
+        return
+    out = Path(report.out.format(results=results))
+    with open(out, "w") as file, contextlib.redirect_stdout(file):
+        tool.main(args)
+    print(out)
+
+
+def run_study(spec: str, flags: list[str]) -> int:
+    """``--study PARTS``: each part's sweeps (:data:`attnbench.sweep.studies.COMMON`, the part's arguments, then
+    ``flags``), then its reports; a part with a failed run is named at the end, and the study goes on."""
+    from attnbench.sweep.studies import COMMON, describe, parts_of, study_parts, with_flags
+
+    if spec == "list":
+        print(describe(study_parts()))
+        return 0
+    try:
+        parts = parts_of(spec)
+    except ValueError as error:
+        print(f"sweep.py: error: {error}", file=sys.stderr)
+        return 2
+    given = parse_args(flags)
+    own_results = any(flag == "--results" or flag.startswith("--results=") for flag in flags)
+    failed = []
+    for part in parts:
+        if part.confirmation and not given.modules:
+            print(f"sweep.py: error: part {part.name} confirms the row its screen chose: give it with --modules ROW",
+                  file=sys.stderr)
+            return 2
+        print(f"== study part: {part.name} ({time.strftime('%H:%M:%S')})", flush=True)
+        if any([main([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]):
+            failed.append(part.name)
+        if not given.dry_run:
+            for report in part.reports:
+                run_report(report, given.results if own_results else part.results)
+    if failed:
+        print(f"sweep.py: runs failed in: {', '.join(failed)} (rerunning the parts redoes them)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.study:
+        at = next(i for i, flag in enumerate(argv) if flag == "--study" or flag.startswith("--study="))
+        return run_study(args.study, argv[:at] + argv[at + (1 if "=" in argv[at] else 2):])
     if args.list:
         from attnbench.sweep.catalog import format_mechanism_table, mechanism_table
 
         print(format_mechanism_table(mechanism_table()))
         return 0
     from attnbench.sweep.launch import SweepRunner, wandb_mode
-    from attnbench.sweep.plan import build_plan, check_data, parse_factors, parse_seeds
+    from attnbench.sweep.plan import check_data
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
 
     try:
-        factors = parse_factors(args.factors) if args.factors else []
-        modules = [m.strip() for m in args.modules.split(",") if m.strip()]
-        tasks = [t.strip() for t in (args.tasks if args.tasks is not None else "" if args.config else "det,seg")
-                 .split(",") if t.strip()]
-        procs = args.procs_per_run or args.gpus or 1
-        if args.gpus and args.launcher == "local" and not args.dry_run:
-            import torch
-
-            if not torch.cuda.is_available():
-                raise ValueError(f"--gpus {args.gpus}: this machine has no CUDA GPU; --procs-per-run "
-                                 f"{args.gpus} trains each run on that many CPU processes instead")
-        if args.gpus and args.procs_per_run and args.gpus != args.procs_per_run:
-            raise ValueError(f"--gpus {args.gpus} means {args.gpus} ranks a run; --procs-per-run says {args.procs_per_run}")
-        runs = build_plan(tasks, factors, modules, parse_seeds(args.seeds), args.preset, args.slot, not args.no_baseline,
-                          args.threads, parse_cfg_options(args.cfg_options), procs,
-                          dict(parse_key_values(args.data_root, "--data-root")), args.config)
+        runs = plan(args)
         try:
             check_data(runs)
         except ValueError as e:

@@ -1,39 +1,39 @@
-"""Spatial-attention mechanisms in pure PyTorch (no OpenMMLab import), one file per mechanism."""
-from .asymmetric_non_local import AsymmetricNonLocal2d
-from .area_attention import AreaAttention1d, AreaAttention2d, AreaKeyCombiner, Areas, area_attention, count_areas
-from .bam import BAM
-from .cbam import CBAM
-from .criss_cross import CrissCrossAttention
-from .deformable_conv import DeformConv2d, ModulatedDeformConv2d
-from .deformable_conv1d import DeformConv1d
-from .double_attention import DoubleAttention
-from .dual_attention import DualAttention
-from .dynamic_conv import DynamicConv1d, LightweightConv1d, dynamic_conv1d
-from .dynamic_conv2d import DynamicConv2d
-from .factors import ALL_FACTORS, AttentionFactors
-from .frequency_channel_attention import FrequencyChannelAttention
-from .gather_excite import GatherExcite
-from .generalized_attention import GeneralizedAttention
-from .generalized_attention1d import GeneralizedAttention1d
-from .global_context import GlobalContext
-from .interaction_aggregation import InteractionAggregation2d
-from .non_local import NonLocal2d
-from .object_context import ObjectContext
-from .position import sinusoidal_embedding
-from .residual_attention import ResidualAttention
-from .scse import SpatialChannelSqueezeExcite
-from .selective_kernel import SelectiveKernelConv2d
-from .separable_bias_attention import separable_bias_attention
-from .spatial_pyramid_attention import SpatialPyramidAttention
-from .squeeze_excite import SqueezeExcite
+"""Spatial-attention mechanisms in pure PyTorch (no OpenMMLab import), one file per mechanism.
 
-__all__ = [
-    "AreaAttention1d", "AreaAttention2d", "AreaKeyCombiner", "Areas", "area_attention", "count_areas",
-    "ALL_FACTORS", "AttentionFactors", "DeformConv1d", "DeformConv2d", "DynamicConv1d", "DynamicConv2d",
-    "GeneralizedAttention", "GeneralizedAttention1d", "LightweightConv1d", "ModulatedDeformConv2d",
-    "dynamic_conv1d", "separable_bias_attention", "sinusoidal_embedding",
-    "AsymmetricNonLocal2d", "BAM", "CBAM", "CrissCrossAttention", "DoubleAttention", "DualAttention", "FrequencyChannelAttention",
-    "GatherExcite", "GlobalContext", "InteractionAggregation2d", "NonLocal2d", "ObjectContext",
-    "ResidualAttention", "SelectiveKernelConv2d", "SpatialChannelSqueezeExcite", "SpatialPyramidAttention",
-    "SqueezeExcite",
-]
+Each name is imported from its file on first use (PEP 562), so that the torch-free parts (``factors``: the
+factor strings and score names) and the vocabulary built on them (attnbench.variants) import no torch."""
+from __future__ import annotations
+
+import importlib
+
+#: Each exported name -> the file of this package that defines it.
+_SOURCES = {
+    "AsymmetricNonLocal2d": "asymmetric_non_local", "AreaAttention1d": "area_attention",
+    "AreaAttention2d": "area_attention", "AreaKeyCombiner": "area_attention", "Areas": "area_attention",
+    "area_attention": "area_attention", "count_areas": "area_attention", "BAM": "bam", "CBAM": "cbam",
+    "CrissCrossAttention": "criss_cross", "DeformConv2d": "deformable_conv",
+    "ModulatedDeformConv2d": "deformable_conv", "DeformConv1d": "deformable_conv1d",
+    "DoubleAttention": "double_attention", "DualAttention": "dual_attention", "DynamicConv1d": "dynamic_conv",
+    "LightweightConv1d": "dynamic_conv", "dynamic_conv1d": "dynamic_conv", "DynamicConv2d": "dynamic_conv2d",
+    "ALL_FACTORS": "factors", "AttentionFactors": "factors",
+    "FrequencyChannelAttention": "frequency_channel_attention", "GatherExcite": "gather_excite",
+    "GeneralizedAttention": "generalized_attention", "GeneralizedAttention1d": "generalized_attention1d",
+    "GlobalContext": "global_context", "InteractionAggregation2d": "interaction_aggregation",
+    "NonLocal2d": "non_local", "ObjectContext": "object_context", "sinusoidal_embedding": "position",
+    "ResidualAttention": "residual_attention", "SpatialChannelSqueezeExcite": "scse",
+    "SelectiveKernelConv2d": "selective_kernel", "separable_bias_attention": "separable_bias_attention",
+    "SpatialPyramidAttention": "spatial_pyramid_attention", "SqueezeExcite": "squeeze_excite",
+}
+__all__ = list(_SOURCES)
+
+
+def __getattr__(name: str):
+    if name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_SOURCES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SOURCES})

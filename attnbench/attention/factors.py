@@ -64,3 +64,6 @@ class AttentionFactors:
 #: All 15 non-empty factor strings, from '0001' to '1111'.
 ALL_FACTORS: tuple[str, ...] = tuple(
     s for s in ("".join(b) for b in itertools.product("01", repeat=4)) if s != "0000")
+
+#: Score functions of the E1 term (query content x key content): attnbench.attention.scores implements them.
+SCORES: tuple[str, ...] = ("scaled_dot", "dot", "bilinear", "additive")

@@ -17,10 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .factors import AttentionFactors
-
-#: Score functions of the E1 term (query content x key content).
-SCORES = ("scaled_dot", "dot", "bilinear", "additive")
+from .factors import SCORES, AttentionFactors
 
 
 def check_score(score: str, hard: int, factors: AttentionFactors, default: str) -> None:

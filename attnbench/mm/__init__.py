@@ -1,7 +1,9 @@
 """OpenMMLab adapters: registers attnbench's mechanisms, models, datasets and metrics.
 
-The only sub-package that imports OpenMMLab at module level. Use it from any mmdet/mmseg/mmengine
-config with ``custom_imports = dict(imports=['attnbench.mm'], allow_failed_imports=False)``.
+It imports mmcv, mmdet and mmseg at module level; elsewhere only the translation model and its data
+(attnbench.models.transformer_nmt, attnbench.data.translation, token_store) import mmengine, and the
+vocabulary (attnbench.variants) and the reports (attnbench.sweep.report, claims, stats) import neither
+OpenMMLab nor torch. Use it from any mmdet/mmseg/mmengine config with ``custom_imports = dict(imports=['attnbench.mm'], allow_failed_imports=False)``.
 """
 import warnings
 

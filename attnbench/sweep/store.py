@@ -31,7 +31,8 @@ from filelock import FileLock
 #: (each rank's batches: on N ranks an epoch has 1/N of them), empty for rows written before them.
 #: ``run_seconds`` is the worker's wall time, ``val_seconds`` the validations' (within ``train_seconds``),
 #: ``outside_seconds`` what was not training steps (attnbench.sweep.worker); ``started_at`` and
-#: ``finished_at`` the worker's own start and end (the sweep's submission time for rows before them).
+#: ``finished_at`` the worker's own start and end (the sweep's submission time for rows before them);
+#: ``wandb_id`` the run's W&B id (its page: ``https://wandb.ai/<entity>/<project>/runs/<wandb_id>`` once synced).
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
@@ -40,7 +41,7 @@ COLUMNS = (
     "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
     "threads", "world_size", "device", "torch_version", "mmcv_version", "status", "error",
-    "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at",
+    "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at", "wandb_id",
 )
 
 
@@ -49,7 +50,7 @@ COLUMNS = (
 TEXT_COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size",
     "device", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
-    "git_commit", "started_at", "finished_at",
+    "git_commit", "started_at", "finished_at", "wandb_id",
 )
 
 #: Columns every store has had since the first release; a CSV without them is not a results store.

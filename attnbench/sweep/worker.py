@@ -97,10 +97,10 @@ def scale_learning_rate(cfg, config_file: str) -> None:
     cfg.auto_scale_lr = dict(enable=True, base_batch_size=base)
 
 
-def _wandb_backend(run: dict) -> dict:
+def _wandb_backend(run: dict, wandb_id: str) -> dict:
     wandb = run["wandb"]
     return dict(type="attnbench.WandbVisBackend", save_dir=os.path.join(run["work_dir"], "wandb"), init_kwargs=dict(
-        project=wandb["project"], group=wandb["group"], name=run["run_id"], job_type=run["task"],
+        project=wandb["project"], group=wandb["group"], name=run["run_id"], id=wandb_id, job_type=run["task"],
         mode=wandb["mode"], tags=[run["task"], run["preset"], run["variant"]]))
 
 
@@ -133,9 +133,13 @@ def execute(run: dict) -> dict:
         task.variant(run["preset"], run["variant"]).fields
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
     cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
-    if run.get("wandb"):
+    wandb_id = {}
+    if run.get("wandb"):  # a fresh W&B id, recorded in the row: the store leads to the run's W&B page
+        from wandb.util import generate_id
+
+        wandb_id = dict(wandb_id=generate_id())
         visualizer = cfg.get("visualizer") or dict(type="Visualizer", vis_backends=[dict(type="LocalVisBackend")])
-        visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run)]
+        visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run, **wandb_id)]
         cfg.visualizer = visualizer
     runner = Runner.from_cfg(cfg)
     model = unwrapped_model(runner)
@@ -156,7 +160,7 @@ def execute(run: dict) -> dict:
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
-               **protocol, **recorder.extra)
+               **protocol, **recorder.extra, **wandb_id)
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])

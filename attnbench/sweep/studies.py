@@ -1,0 +1,260 @@
+"""The CPU-scale study as data: each part, the sweeps it runs and the reports it writes.
+
+    python tools/sweep.py --study list                     # every part: its store, sweeps and reports
+    python tools/sweep.py --study claims-det               # one part (it resumes: recorded runs are skipped)
+    python tools/sweep.py --study det,report --seeds 3     # flags given override the part's own
+    python tools/sweep.py --study det --modules 1111       # rows given replace the part's rows
+
+A part's sweeps are ``tools/sweep.py`` argument lists, run in order after :data:`COMMON` (two runs at a time,
+one thread each, no plot per sweep); the flags given beside ``--study`` come last and so win, and rows given
+(``--factors``, ``--modules``) replace the part's rows (:func:`with_flags`). Parts that
+run their rows seed by seed leave whole paired contrasts when stopped midway. A *confirmation* runs the
+row its screen chose: it needs ``--modules ROW``. Reports write what ``tools/compare.py`` prints into a
+file of the store, and the plots; ``{results}`` in them is the part's store (or ``--results``).
+
+Each registered part names its store and the seeds fixed with its predictions (docs/study.md,
+docs/diagnostics.md). The seeds of a part never change after its registration: a new question is a new part.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Every sweep of a part starts from these (two runs at a time; the study's first parts' store and seeds).
+COMMON = ("--jobs", "2", "--no-plot", "--seeds", "5", "--results", "results/study")
+
+#: The seeds of the translation claims (docs/study.md, "Translation on real language"), registered before
+#: their runs; and of the two image leads (docs/study.md, "Two image leads under the protocol").
+L10N_SEEDS = range(210, 216)
+FIGURE4_DET_SEEDS = "300-344"
+E4_SEG_SEEDS = range(230, 235)
+
+
+@dataclass(frozen=True)
+class Report:
+    """``tools/<tool>.py ARGS``, what it prints written to the file ``out`` when given; ``{results}`` in either
+    is the part's store (or the ``--results`` given)."""
+
+    tool: str  # compare, plot or flops_table
+    args: tuple[str, ...]
+    out: str | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One resumable part of the study: ``sweeps`` (``tools/sweep.py`` arguments each) then ``reports``."""
+
+    name: str
+    about: str
+    results: str = "results/study"
+    sweeps: tuple[tuple[str, ...], ...] = ()
+    reports: tuple[Report, ...] = ()
+    confirmation: bool = False  # runs the row its screen chose: needs --modules ROW
+
+
+def _rows(rows) -> str:
+    return ",".join(rows)
+
+
+def _module_rows(task: str) -> str:
+    """Every row of a task but the baseline and the factor sets (which ``--factors all`` adds)."""
+    from attnbench.attention.factors import ALL_FACTORS
+    from attnbench.variants import TRANSLATION_MECHANISMS, vision_rows
+
+    rows = TRANSLATION_MECHANISMS if task == "nmt" else vision_rows(task)
+    return _rows(v for v in rows if v != "baseline" and v not in ALL_FACTORS)
+
+
+def _claim_rows(family: str, slot: str | None = None) -> str:
+    from attnbench.sweep import claims
+
+    return _rows(claims.claim_rows(getattr(claims, family), slot))
+
+
+def _store(results: str, *args: str) -> tuple[str, ...]:
+    return (*args, "--results", results)
+
+
+def _claims_reports(seeds: str, power: bool = False) -> tuple[Report, ...]:
+    return (Report("compare", ("--results", "{results}", "--seeds", seeds, "--claims", "--format", "markdown"),
+                   "{results}/claims.md"),
+            Report("compare", ("--results", "{results}", "--seeds", seeds, "--claims", "--by-claim",
+                               "--format", "markdown"), "{results}/verdicts.md"),
+            *((Report("compare", ("--results", "{results}", "--power"), "{results}/power.md"),) if power else ()))
+
+
+def _plots(*costs: str) -> tuple[Report, ...]:
+    return tuple(Report("plot", ("--results", "{results}", *(("--cost", cost) if cost else ()))) for cost in costs)
+
+
+def _screen(name: str, about: str, tasks: str, seeds: str, *rows: str, preset: str = "mini") -> Part:
+    """A diagnostic screen or confirmation into ``results/protocol``: ``rows`` as sweep flags."""
+    return Part(name, about, "results/protocol",
+                ((*_store("results/protocol", "--tasks", tasks, *rows, "--seeds", seeds),
+                  *(("--preset", preset) if preset != "mini" else ())),))
+
+
+def _confirmation(name: str, about: str, tasks: str, seeds: str, preset: str = "mini") -> Part:
+    part = _screen(name, about, tasks, seeds, preset=preset)
+    return Part(part.name, part.about, part.results, part.sweeps, confirmation=True)
+
+
+def _translation_claims(name: str, task: str) -> Part:
+    return Part(name, f"the translation claims T1-T4 (attnbench.sweep.claims.TRANSLATION_CLAIMS) on {task}: every "
+                      "row of a contrast in its slot, seed by seed, at the seeds fixed with the predictions",
+                "results/l10n",
+                tuple(_store("results/l10n", "--tasks", task, "--slot", slot,
+                             "--modules", _claim_rows("TRANSLATION_CLAIMS", slot), "--seeds", f"{seed}-{seed}")
+                      for seed in L10N_SEEDS for slot in ("enc-dec", "enc-self", "dec-self")))
+
+
+def study_parts() -> dict[str, Part]:
+    """Every part of the study, in the order the study ran them."""
+    l10n_seeds = f"{L10N_SEEDS[0]}-{L10N_SEEDS[-1]}"
+    fig4 = {"enc-self": "dynamic:kernel=3,0100:range=1,dynamic:kernel=7,0100:range=3,dynamic:kernel=15,0100:range=7,0100",
+            "dec-self": "dynamic:kernel=3,0100:range=2,dynamic:kernel=7,0100:range=6,dynamic:kernel=15,0100:range=14,0100"}
+    parts = [
+        *(Part(task, f"every row of {task} (the baseline, the 15 factor sets, the other mechanisms{extra})",
+               sweeps=(("--tasks", task, "--factors", "all", "--modules", _module_rows(task)),))
+          for task, extra in (("det", ", the survey modules"), ("seg", ", the survey modules and the OCR head"),
+                              ("nmt", " in each attention slot"))),
+        Part("fig4-nmt", "the study's Figure 4 on translation: dynamic convolution with kernels 3, 7, 15 against E2 "
+                         "over the same keys (range 1, 3, 7 in the encoder, 2, 6, 14 in the causal decoder) and "
+                         "unrestricted E2", sweeps=tuple(("--tasks", "nmt", "--slot", slot, "--modules", rows)
+                                                         for slot, rows in fig4.items())),
+        Part("fig4-det", "the same on detection: kernels 3, 5, 7 against 0100:range=1,2,3 and unrestricted 0100",
+             sweeps=(("--tasks", "det", "--modules", "dynamic:kernel=3,0100:range=1,dynamic:kernel=5,0100:range=2,"
+                                                    "dynamic:kernel=7,0100:range=3,0100"),)),
+        Part("scores", "E1's score functions (dot, bilinear, additive) and hard attention (top1, top4) on "
+                       "translation's enc-dec and enc-self slots, then on detection",
+             sweeps=(*(("--tasks", "nmt", "--slot", slot, "--modules",
+                        "1000:score=dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4")
+                       for slot in ("enc-dec", "enc-self")),
+                     ("--tasks", "det", "--modules", "1000,1000:score=scaled_dot,1000:score=bilinear,"
+                                                     "1000:score=additive,1000:hard=top1,1000:hard=top4"))),
+        Part("protocol-screen", "designs for attention that trains on det-flag (gate start 0.1 and 1, attention "
+                                "lr x10 and x30, attention from conv3 or conv2 on)", "results/protocol",
+             (_store("results/protocol", "--tasks", "det-flag", "--factors",
+                     "1111:gate=1,1111:gate=0.1,1111:gate=1:lr=10,1111:gate=1:lr=30", "--seeds", "20-23"),
+              _store("results/protocol", "--tasks", "det-flag", "--factors", "1111:gate=1:stages=3-5,1111:gate=1:stages=2-5",
+                     "--seeds", "20-23"))),
+        _screen("protocol-confirm", "the chosen design (the mini presets' gate=1, conv3 on) against the baseline on "
+                                    "det-flag and fcn-flag", "det-flag,fcn-flag", "30-39", "--factors", "1111"),
+        _screen("position-screen", "the position rule (det-nearest-flag) under the protocol", "det-nearest-flag",
+                "40-43", "--factors", "1111,0001,0010", "--modules", "deformable"),
+        _screen("side-screen", "the side of one flag (det-flag-side)", "det-flag-side", "60-63",
+                "--factors", "0010,0001,0100,1111", "--modules", "deformable"),
+        _screen("side-lr-screen", "det-flag-side, the position terms' parameters ten times faster", "det-flag-side",
+                "80-83", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10"),
+        _confirmation("side-confirm", "the row a side screen chose (--modules ROW) against the baseline",
+                      "det-flag-side", "70-79"),
+        _screen("side-long-screen", "det-flag-side trained four times longer, the position terms ten times faster",
+                "det-flag-side", "120-123", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10", preset="long"),
+        _confirmation("side-long-confirm", "the row that screen chose (--modules ROW), long preset", "det-flag-side",
+                      "130-139", preset="long"),
+        _screen("flag-long-screen", "det-flag trained four times longer: baseline, 0010, 1111", "det-flag", "140-143",
+                "--factors", "0010,1111", preset="long"),
+        _screen("flag-long-confirm", "the same rows, long preset (not run: the screen's baseline learnt the rule)",
+                "det-flag", "150-159", "--factors", "0010,1111", preset="long"),
+        _screen("side-fcn-screen", "the position rule on the FCN segmentor (fcn-flag-side)", "fcn-flag-side", "84-87",
+                "--factors", "0001,0100,1111"),
+        _confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
+                      "fcn-flag-side", "90-99"),
+        *(Part(f"claims-{task}", f"the study's image claims re-run under the protocol on {task}: the rows of the "
+                                 "claims' contrasts at the seeds fixed with the predictions", "results/claims",
+               (_store("results/claims", "--tasks", task, "--modules", _claim_rows("CLAIMS"), "--seeds", "110-119"),))
+          for task in ("det", "seg")),
+        Part("claims-tradeoff", "the study's other rows (the remaining factor sets, area) on det and seg, for the "
+                                "trade-off plots", "results/claims",
+             (_store("results/claims", "--tasks", "det,seg", "--factors", "0001,0101,1000,1001,1010,1011,1100,1101,1110",
+                     "--modules", "area", "--seeds", "110-112"),)),
+        Part("claims-flag", "C1 and C2 on the flag rule (det-flag, fcn-flag)", "results/claims",
+             (_store("results/claims", "--tasks", "det-flag,fcn-flag", "--factors", "0010,0011,0110,0111,1111",
+                     "--seeds", "110-119"),)),
+        Part("claims-side", "C3 and C5 on the position rule (det-flag-side)", "results/claims",
+             (_store("results/claims", "--tasks", "det-flag-side", "--factors", "0100", "--modules", "deformable,dynamic",
+                     "--seeds", "110-119"),)),
+        Part("claims-report", "the claims table, the verdicts per task and the trade-off plots of results/claims",
+             "results/claims", reports=(*_claims_reports("110-119"), *_plots("", "attention"))),
+        Part("l10n-pilot", "real language (nmt-l10n): the baseline's cost per run and seed spread", "results/l10n",
+             (_store("results/l10n", "--tasks", "nmt-l10n", "--seeds", "200-202"),)),
+        _translation_claims("l10n-claims", "nmt-l10n"),
+        _translation_claims("mini-corpus-claims", "nmt"),
+        Part("l10n-tradeoff", "the 15 factor sets and the other mechanisms in each slot of nmt-l10n at the claims' "
+                              "first three seeds, for the trade-off plot", "results/l10n",
+             (_store("results/l10n", "--tasks", "nmt-l10n", "--factors", "all", "--modules", _module_rows("nmt"),
+                     "--seeds", f"{L10N_SEEDS[0]}-{L10N_SEEDS[2]}"),)),
+        Part("l10n-report", "the translation claims' table and verdicts, the power analysis and the plots of "
+                            "results/l10n", "results/l10n",
+             reports=(*_claims_reports(l10n_seeds, power=True), *_plots(""))),
+        Part("leads-figure4-det", "Figure 4 on detection under the protocol: 0100:range=1,2,3 against "
+                                  "dynamic:kernel=3,5,7 (no baseline) at the registered seeds", "results/figure4-det",
+             (_store("results/figure4-det", "--tasks", "det", "--modules", _claim_rows("FIGURE4_DET"), "--no-baseline",
+                     "--seeds", FIGURE4_DET_SEEDS),)),
+        Part("leads-e4-seg", "E4's lead on the segmentor: the sixteen factor sets, seed by seed, at the registered "
+                             "seeds", "results/e4-seg",
+             tuple(_store("results/e4-seg", "--tasks", "seg", "--factors", "all", "--seeds", f"{seed}-{seed}")
+                   for seed in E4_SEG_SEEDS)),
+        Part("leads-report", "the verdicts of the two image leads", "results/figure4-det",
+             reports=(Report("compare", ("--results", "results/figure4-det", "--seeds", FIGURE4_DET_SEEDS, "--claims",
+                                         "figure4-det", "--format", "markdown"), "results/figure4-det/claims.md"),
+                      Report("compare", ("--results", "results/e4-seg", "--seeds",
+                                         f"{E4_SEG_SEEDS[0]}-{E4_SEG_SEEDS[-1]}", "--claims", "e4-seg", "--format",
+                                         "markdown"), "results/e4-seg/claims.md"))),
+        Part("flops", "full-scale FLOPs of every variant (no training)", "results/flops-full",
+             reports=(Report("flops_table", ("--out", "{results}")),)),
+        Part("report", "trade-off plot, comparison table, main effects and power analysis of a store",
+             reports=(*_plots(""), Report("compare", ("--results", "{results}", "--format", "markdown"), "{results}/table.md"),
+                      Report("compare", ("--results", "{results}", "--effects", "--format", "markdown"),
+                             "{results}/effects.md"),
+                      Report("compare", ("--results", "{results}", "--power"), "{results}/power.md"))),
+    ]
+    return {part.name: part for part in parts}
+
+
+#: ``--study default`` (and ``tools/study.sh`` with no part): the first study's parts, its FLOPs and report.
+DEFAULT_PARTS = ("det", "seg", "nmt", "fig4-nmt", "fig4-det", "scores", "flops", "report")
+
+
+ROW_FLAGS = ("--factors", "--modules")
+
+
+def with_flags(sweep: tuple[str, ...], flags: list[str]) -> list[str]:
+    """A part's sweep arguments, then ``flags``; when ``flags`` name rows, the sweep's own rows are dropped."""
+    if not any(flag.split("=")[0] in ROW_FLAGS for flag in flags):
+        return [*sweep, *flags]
+    kept, skip = [], False
+    for arg in sweep:
+        if skip:
+            skip = False
+        elif arg in ROW_FLAGS:
+            skip = True
+        else:
+            kept.append(arg)
+    return [*kept, *flags]
+
+
+def parts_of(spec: str) -> list[Part]:
+    """``'claims-det,claims-report'`` -> those parts (``default``: :data:`DEFAULT_PARTS`); ValueError naming
+    the known ones otherwise."""
+    known = study_parts()
+    names = [name.strip() for part in spec.split(",")
+             for name in (DEFAULT_PARTS if part.strip() == "default" else (part,)) if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise ValueError(f"--study: unknown part {', '.join(unknown) or repr(spec)}; the parts: default, {', '.join(known)} "
+                         "(--study list describes them)")
+    return [known[name] for name in names]
+
+
+def describe(parts: dict[str, Part]) -> str:
+    """``--study list``: each part, its store, its sweeps and reports."""
+    lines = [f"default  =  {','.join(DEFAULT_PARTS)}"]
+    for part in parts.values():
+        lines.append(f"{part.name}  ->  {part.results}{'  (a confirmation: needs --modules ROW)' if part.confirmation else ''}")
+        lines.append(f"    {part.about}")
+        lines += [f"    sweep.py {' '.join(sweep)}" for sweep in part.sweeps[:3]]
+        if len(part.sweeps) > 3:
+            lines.append(f"    ... {len(part.sweeps)} sweeps in all")
+        lines += [f"    {report.tool}.py {' '.join(report.args)}" + (f" > {report.out}" if report.out else "")
+                  for report in part.reports]
+    return "\n".join(lines)
