@@ -29,6 +29,7 @@ import resource
 import sys
 import time
 import traceback
+import uuid
 from datetime import datetime, timezone
 
 
@@ -135,9 +136,7 @@ def execute(run: dict) -> dict:
     cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
     wandb_id = {}
     if run.get("wandb"):  # a fresh W&B id, recorded in the row: the store leads to the run's W&B page
-        from wandb.util import generate_id
-
-        wandb_id = dict(wandb_id=generate_id())
+        wandb_id = dict(wandb_id=uuid.uuid4().hex[:12])
         visualizer = cfg.get("visualizer") or dict(type="Visualizer", vis_backends=[dict(type="LocalVisBackend")])
         visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run, **wandb_id)]
         cfg.visualizer = visualizer
