@@ -11,7 +11,7 @@
     python tools/compare.py --results results/claims --claims   # the study's claims C1-C5: contrasts, Holm, verdicts
     python tools/compare.py --results results/l10n --claims     # translation's claims T1-T4 (real language)
     python tools/compare.py --results results/claims --claims --by-claim   # a line per claim, its verdict per task
-    python tools/compare.py --results results/e4-seg --seeds 230-235 --claims e4-seg   # a registered lead
+    python tools/compare.py --results results/e4-seg --seeds 230-234 --claims e4-seg   # a registered lead
     python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
@@ -95,7 +95,8 @@ def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
     if fmt == "csv":
         return table.to_csv(index=False)
     shown = pd.DataFrame({
-        "task": table["task"], "preset": table["preset"], "claim": table["claim"], "contrast": table["contrast"],
+        "task": table["task"], "preset": table["preset"], "slot": table["slot"].fillna(""), "claim": table["claim"],
+        "contrast": table["contrast"],
         "seeds": table["seeds"],
         "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
         "test": table["test"].fillna(""), "learnt": table["learnt"], "p": table["p"].map(p_text),
@@ -103,8 +104,7 @@ def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
         "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})"
                     for v, d in zip(table["verdict"], table["detectable"])],
         "GMACs attention": table["gmacs_attention"]})
-    if not (shown["learnt"] != "").any():
-        shown = shown.drop(columns="learnt")
+    shown = shown.drop(columns=[column for column in ("slot", "learnt") if not (shown[column] != "").any()])
     text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
     families = table.loc[table["family"] > 0, ["task", "preset", "family"]].drop_duplicates()
     sizes = ", ".join(f"{task} ({preset}) {n}" for task, preset, n in families.itertuples(index=False)) or "none"

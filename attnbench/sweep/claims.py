@@ -239,9 +239,11 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
             word = "reproduced"
         else:
             word = "undecided"
-        details = [f"{mean:+.3g}, p {p_text(p_holm)}" if not pd.isna(p) else
-                   ("not run" if str(verdict).startswith("not run") else "no test")
-                   for mean, p, p_holm, verdict in contrasts[["mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
+        details = [(f"{slot}: " if isinstance(slot, str) and slot else "") +
+                   (f"{mean:+.3g}, p {p_text(p_holm)}" if not pd.isna(p) else
+                    ("not run" if str(verdict).startswith("not run") else "no test"))
+                   for slot, mean, p, p_holm, verdict
+                   in contrasts[["slot", "mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
         column = f"{task} ({preset})" if several_presets[task] else task
         rows[claim][column] = word if word == "not run" else f"{word} ({'; '.join(details)})"
     return pd.DataFrame(list(rows.values())).fillna("not run")

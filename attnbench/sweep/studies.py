@@ -74,11 +74,13 @@ def _store(results: str, *args: str) -> tuple[str, ...]:
     return (*args, "--results", results)
 
 
-def _claims_reports(seeds: str, power: bool = False) -> tuple[Report, ...]:
-    return (Report("compare", ("--results", "{results}", "--seeds", seeds, "--claims", "--format", "markdown"),
-                   "{results}/claims.md"),
-            Report("compare", ("--results", "{results}", "--seeds", seeds, "--claims", "--by-claim",
-                               "--format", "markdown"), "{results}/verdicts.md"),
+def _claims_reports(seeds: str, power: bool = False, task: str | None = None) -> tuple[Report, ...]:
+    """The claims table and the verdicts per claim (of one ``task``'s runs: files named after it)."""
+    only, suffix = (("--tasks", task), f"-{task}") if task else ((), "")
+    return (Report("compare", ("--results", "{results}", *only, "--seeds", seeds, "--claims", "--format", "markdown"),
+                   f"{{results}}/claims{suffix}.md"),
+            Report("compare", ("--results", "{results}", *only, "--seeds", seeds, "--claims", "--by-claim",
+                               "--format", "markdown"), f"{{results}}/verdicts{suffix}.md"),
             *((Report("compare", ("--results", "{results}", "--power"), "{results}/power.md"),) if power else ()))
 
 
@@ -179,6 +181,9 @@ def study_parts() -> dict[str, Part]:
              (_store("results/l10n", "--tasks", "nmt-l10n", "--seeds", "200-202"),)),
         _translation_claims("l10n-claims", "nmt-l10n"),
         _translation_claims("mini-corpus-claims", "nmt"),
+        Part("mini-corpus-report", "the translation claims' table and verdicts on the synthetic corpus (task nmt) "
+                                   "of results/l10n", "results/l10n",
+             reports=_claims_reports(l10n_seeds, task="nmt")),
         Part("l10n-tradeoff", "the 15 factor sets and the other mechanisms in each slot of nmt-l10n at the claims' "
                               "first three seeds, for the trade-off plot", "results/l10n",
              (_store("results/l10n", "--tasks", "nmt-l10n", "--factors", "all", "--modules", _module_rows("nmt"),
