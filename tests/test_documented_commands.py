@@ -53,6 +53,8 @@ RULES = [
     Rule(r"make_l10n_corpus\.py --debs DIR", "skip", "DIR stands for a folder of your own .deb files"),
     Rule(r"make_l10n_corpus\.py", "as_typed"),  # downloads the pinned packages with apt-get (cached after the first)
     Rule(r"--preset full.*--dry-run|--dry-run.*--preset full", "dry_run"),
+    Rule(r"sweep\.py --study list", "as_typed"),
+    Rule(r"sweep\.py --study", "skip", "the study: CPU-hours of sweeps; tests/test_studies.py dry-runs a part and plans every one"),
     Rule(r"sweep\.py .*(--factors all|--seeds [35](\s|$))", "dry_run"),
     Rule(r"sweep\.py ", "smoke"),
     Rule(r"torch\.distributed\.run", "skip", "8 GPUs and the WMT14 data"),
