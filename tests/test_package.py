@@ -1,12 +1,38 @@
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 
 def test_core_does_not_import_openmmlab():
     code = ("import sys, attnbench, attnbench.attention, attnbench.flops; "
+            "[getattr(attnbench.attention, name) for name in attnbench.attention.__all__]; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'mmcv', 'mmdet', 'mmseg', 'mmengine'}); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("code", [
+    "import attnbench.variants, attnbench.sweep.report, attnbench.sweep.claims, attnbench.sweep.studies",
+    "import runpy; sys.argv = ['compare.py', '--help']\ntry: runpy.run_path('tools/compare.py', run_name='__main__')\n"
+    "except SystemExit: pass",
+])
+def test_the_vocabulary_and_the_reports_import_no_torch(code):
+    """The catalogue, grammar and reporting tools load in a fraction of a second: torch and OpenMMLab stay out."""
+    check = "\nheavy = sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'mmcv', 'mmengine', 'mmdet', 'mmseg'})"
+    done = subprocess.run([sys.executable, "-c", f"import sys\n{code}{check}\nassert not heavy, heavy"],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-1000:]
+
+
+def test_a_mechanism_class_is_resolved_on_first_use():
+    from attnbench.attention.generalized_attention import GeneralizedAttention
+    from attnbench.variants import GENERALIZED_ATTENTION, MECHANISMS
+
+    assert GENERALIZED_ATTENTION.module is GeneralizedAttention
+    assert MECHANISMS["deformable"].registered_name == "DCN" and MECHANISMS["se"].registered_name == "SqueezeExcite"
+    assert MECHANISMS["se"].sequence_module is None and MECHANISMS["dynamic"].sequence_module.__name__ == "DynamicConv1d"
 
 
 def test_openmmlab_stack_with_compiled_ops_imports():

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import torch
-
 from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, preset_variant, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
 from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
@@ -102,7 +100,9 @@ class VisionTask:
         config takes the full preset's (mmcv's initialisation), whatever the preset."""
         return preset_variant("full" if self.user_config else config_preset(preset), variant)
 
-    def count(self, model: torch.nn.Module, preset: str) -> dict:
+    def count(self, model: "torch.nn.Module", preset: str) -> dict:
+        import torch
+
         from attnbench.flops import count_model
 
         height, width = self.input_sizes["full" if self.user_config else config_preset(preset)]
@@ -180,7 +180,9 @@ class TranslationTask:
             return path, options
         return path, options | {f"model.{SLOTS[slot].argument}": Variant.parse(variant).translation_config()}
 
-    def count(self, model: torch.nn.Module, preset: str) -> dict:
+    def count(self, model: "torch.nn.Module", preset: str) -> dict:
+        import torch
+
         from attnbench.flops import count_model
 
         length = self.lengths[config_preset(preset)]
