@@ -1,1 +1,0 @@
-"""Models built on mmengine (the Transformer translation model)."""
