@@ -249,7 +249,7 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
     from attnbench.sweep import report
 
     figures = []
-    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
 
     values = {"baseline": [0.5, 0.55, 0.52], "1111": [1.0, 0.56, 0.99]}
     rows = [dict(task="det-flag", preset="mini", slot=None, variant=v, seed=s, metric="m", value=x, status="ok",
@@ -268,7 +268,7 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
     from attnbench.sweep import report
 
     figures = []
-    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
     rows = [dict(task="seg", preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5, status="ok",
                  macs_model=1e9, macs_modules=0.0, params_model=1.0, gate_max=gate)
             for v, gates in {"baseline": [None, None], "0010": [0.991, 1.024], "deformable": [None, None]}.items()
@@ -287,7 +287,7 @@ def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the
     from attnbench.sweep import report
 
     figures = []
-    monkeypatch.setattr(report, "_save", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
     seeds = {"det": 1, "seg": 3, "nmt": 2}
     rows = [dict(task=task, preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5 + 0.1 * s + (v == "0010"),
                  status="ok", macs_model=2e9 if v == "0010" else 1e9, macs_modules=0.0, params_model=1.0)

@@ -45,6 +45,7 @@ import torch
 from matplotlib.figure import Figure  # no pyplot: no backend or window, figures saved as they are drawn
 
 import attnbench.mm  # noqa: F401  registers attnbench's types (and quiets mmengine's import warnings)
+from attnbench.sweep.report import save_figure
 from attnbench.sweep.runs import dumped_config, find_run, last_checkpoint, retrain_command
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.tasks import TASKS
@@ -168,15 +169,6 @@ def nmt_slot(name: str) -> tuple[str, int]:
     return NMT_SLOTS[side, kind], int(layer)
 
 
-def save(figure, path: Path) -> list[Path]:
-    """``path`` with ``.png`` and ``.svg``, written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    paths = [path.with_suffix(".png"), path.with_suffix(".svg")]
-    for out in paths:
-        figure.savefig(out, dpi=120, bbox_inches="tight")
-    return paths
-
-
 def vision_figures(model, dataset, args, out: Path, title: str) -> list[Path]:
     """One figure per stage (or block) of the image ``args.index``'s object or chosen queries."""
     from mmengine.dataset import pseudo_collate
@@ -211,7 +203,7 @@ def vision_figures(model, dataset, args, out: Path, title: str) -> list[Path]:
         tile = key_tile(frame, tuple(x.shape[-2:]), modules[name].kv_stride)
         figure = draw_vision(image, objects, found, tile, args.heads, context,
                              f"{title}\n{name} ({figure_name}), image {args.index}")
-        paths += save(figure, out / figure_name)
+        paths += save_figure(figure, out / figure_name, bbox_inches="tight")
     return paths
 
 
@@ -276,7 +268,7 @@ def nmt_figures(model, dataset, args, out: Path, title: str) -> list[Path]:
         rows, columns = axes[nmt_slot(name)[0]]
         figure = draw_alignment(maps.weights, rows, columns,
                                 f"{title}\n{name} ({figure_name}), sentence {args.index}")
-        paths += save(figure, out / figure_name)
+        paths += save_figure(figure, out / figure_name, bbox_inches="tight")
     return paths
 
 

@@ -40,7 +40,7 @@ from attnbench.sweep import plan
 from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts
 from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
                                     summarize)
-from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.store import finished_runs, read_store_or_exit
 from attnbench.variants import TRANSLATION_TASKS, Variant
 
 
@@ -82,7 +82,8 @@ def context_values(results: pd.DataFrame) -> pd.DataFrame:
 
 def per_seed_table(results: pd.DataFrame) -> pd.DataFrame:
     """``--per-seed``: one row per task, preset, slot and seed, one column per variant: each run's value."""
-    ok = results[results["status"] == "ok"].assign(slot=results["slot"].fillna(""), seed=results["seed"].astype(int))
+    ok = finished_runs(results)
+    ok = ok.assign(slot=ok["slot"].fillna(""), seed=ok["seed"].astype(int))
     table = ok.pivot_table(index=["task", "preset", "slot", "seed"], columns="variant", values="value", aggfunc="first")
     variants = sorted(table.columns, key=lambda v: (v != "baseline", v))
     table = table[variants].round(4).astype(object).where(table[variants].notna(), "").reset_index()

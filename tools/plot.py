@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from attnbench.sweep.report import plot_tradeoffs, plot_windows
-from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.store import finished_runs, read_store_or_exit
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
                    "output RESULTS/windows)")
     args = p.parse_args(argv)
     results = read_store_or_exit(args.results, "plot.py")
-    if not (results["status"] == "ok").any():
+    if finished_runs(results).empty:
         sys.exit(f"plot.py: error: no successful runs to plot in {args.results} ({len(results)} rows, none 'ok')")
     if args.windows:
         try:

@@ -11,6 +11,7 @@ import pandas as pd
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.sweep.stats import (LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, min_detectable_effect,
                                    paired_statistics, pooled_std, seeds_needed, t_test, welch_test, wilcoxon_p)
+from attnbench.sweep.store import finished_runs
 from attnbench.variants import SURVEY_VARIANTS, TRANSLATION_TASKS, Variant
 
 #: Published accuracy of the full-scale configs, (task, variant) -> (value, source): COCO val bbox AP
@@ -46,7 +47,7 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     ``mass_context``, ``mass_context_chance``) NaN where the store has no such column, and ``learnt``:
     whether the run learnt its diagnostic rule (context accuracy at least
     :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
-    ok = results[results["status"] == "ok"].copy()
+    ok = finished_runs(results).copy()
     ok["slot"] = ok["slot"].fillna("")
     world = ok["world_size"] if "world_size" in ok else pd.Series(math.nan, index=ok.index)
     recorded = ok["threads"].notna() if "threads" in ok else False
@@ -426,7 +427,8 @@ def cost_table(results: pd.DataFrame) -> pd.DataFrame:
     columns = ["run_seconds", "train_seconds", "val_seconds", "outside_seconds"]
     if any(c not in results for c in columns):
         return pd.DataFrame(columns=["task", "preset", "variant", "seed", *columns, "outside %"])
-    ok = results[(results["status"] == "ok") & results[columns].notna().all(axis=1)]
+    ok = finished_runs(results)
+    ok = ok[ok[columns].notna().all(axis=1)]
     table = ok[["task", "preset", "variant", "seed", *columns]].assign(seed=ok["seed"].astype(int))
     table["outside %"] = (100 * table["outside_seconds"] / table["run_seconds"]).round(1)
     return table.sort_values(["task", "preset", "variant", "seed"]).reset_index(drop=True)
@@ -575,7 +577,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         ax.axis("off")
     (spare[0] if len(spare) else axes.flat[0]).legend(legend.values(), legend.keys(), fontsize=8 if len(spare) else 7,
                                                       loc="center" if len(spare) else "best")
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def window_size(variant: str, slot: str | None) -> int | None:
@@ -631,16 +633,17 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
             ax.set_title(f"{title}: {what}")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
-def _save(fig, out_stem: str | Path) -> list[Path]:
-    """Write ``fig`` as OUT_STEM.png and OUT_STEM.svg and close it."""
+def save_figure(fig, out_stem: str | Path, bbox_inches: str | None = None) -> list[Path]:
+    """Write ``fig`` as OUT_STEM.png and OUT_STEM.svg (their folder made where missing) and close it."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     paths = [Path(out_stem).with_suffix(".png"), Path(out_stem).with_suffix(".svg")]
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
     for path in paths:
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=120, bbox_inches=bbox_inches)
     plt.close(fig)
     return paths

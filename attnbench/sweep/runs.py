@@ -10,13 +10,14 @@ import pandas as pd
 from attnbench.variants import Variant
 
 from .plan import build_plan
+from .store import finished_runs
 
 
 def find_run(results: pd.DataFrame, run_id: str | None = None, task: str | None = None, variant: str | None = None,
              seed: int | None = None, preset: str | None = None, slot: str | None = None) -> dict:
     """The finished row with ``run_id``, or the one of ``task``, ``variant`` and ``seed`` (and ``preset``,
     ``slot`` where given); ValueError naming what there is when none or several match."""
-    ok = results[results["status"] == "ok"].assign(slot=results["slot"].fillna(""))
+    ok = finished_runs(results).assign(slot=results["slot"].fillna(""))
     if run_id is not None:
         rows = ok[ok["run_id"] == run_id]
         wanted = f"run {run_id}"

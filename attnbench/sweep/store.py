@@ -58,6 +58,11 @@ TEXT_COLUMNS = (
 REQUIRED_COLUMNS = ("run_id", "task", "preset", "variant", "seed", "metric", "value", "status")
 
 
+def finished_runs(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the runs that finished (status ``ok``), the one place that says what a finished run is."""
+    return results[results["status"] == "ok"]
+
+
 class ResultsStoreError(ValueError):
     """A results.csv that is missing, empty, not a results store or damaged (one line, for the user)."""
 
@@ -117,8 +122,7 @@ class ResultsStore:
 
     def completed(self) -> set[str]:
         """Run ids recorded with status ``ok``."""
-        df = self.read()
-        return set(df.loc[df["status"] == "ok", "run_id"])
+        return set(finished_runs(self.read())["run_id"])
 
     def record(self, row: dict) -> None:
         """Insert or replace the row with ``row['run_id']``."""
