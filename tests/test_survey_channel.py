@@ -1,4 +1,4 @@
-"""Survey channel-attention family (issue #7): gather-excite, selective kernel, spatial pyramid
+"""Survey channel-attention family: gather-excite, selective kernel, spatial pyramid
 attention and FcaNet, checked on values against float64 references written from the equations.
 
 Neither mmcv nor mmseg ships these modules, so there is no OpenMMLab counterpart to compare with;

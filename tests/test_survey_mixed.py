@@ -1,4 +1,4 @@
-"""Survey mixed attention (issue #7): BAM, scSE, A^2 double attention, residual attention, checked on values.
+"""Survey mixed attention: BAM, scSE, A^2 double attention, residual attention, checked on values.
 
 None of the four ships in mmcv or mmseg, so each is checked against a float64 reference written from
 the paper's equations: convolutions one tap at a time, max pools one window offset at a time,

@@ -1,4 +1,4 @@
-"""Survey add-ons (issue #7): squeeze-excite, CBAM, global context, non-local, checked on values."""
+"""Survey add-ons: squeeze-excite, CBAM, global context, non-local, checked on values."""
 import pytest
 import torch
 from mmcv.cnn import ContextBlock

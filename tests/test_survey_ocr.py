@@ -1,4 +1,4 @@
-"""Survey category attention (issue #7): OCR object-contextual representations, checked on values
+"""Survey category attention: OCR object-contextual representations, checked on values
 against the paper's equations and mmseg's ``OCRHead``, and inside an mmseg ``CascadeEncoderDecoder``."""
 import pytest
 import torch

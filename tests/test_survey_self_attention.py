@@ -1,4 +1,4 @@
-"""Survey self-attention family (issue #7): DANet dual attention, APNB, IAUnet's IAU, CCNet's criss-cross
+"""Survey self-attention family: DANet dual attention, APNB, IAUnet's IAU, CCNet's criss-cross
 attention, on values."""
 import pytest
 import torch
