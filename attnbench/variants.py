@@ -138,7 +138,8 @@ class Mechanism:
     ``placement`` is ``'plugin'`` (a block after conv2, built by mmcv's ``build_plugin_layer``),
     ``'conv2'`` (a replacement of the 3x3 conv2, built by ``build_conv_layer``), ``'head'`` (a
     segmentation decode head, with a hand-written config per preset: see attnbench.config_files) or
-    ``'sequence'`` (translation only). ``params`` maps the :data:`PARAMETERS` a token takes to the
+    ``'sequence'`` (translation only); ``slots`` are the translation slots it fills (the model's builders,
+    attnbench.models.transformer_nmt, read them here). ``params`` maps the :data:`PARAMETERS` a token takes to the
     module argument each sets (``stages`` sets where the module goes; every plugin also takes ``lr``, how
     fast its parameters learn: :meth:`Variant.optimizer_overrides`). Registration
     (attnbench.mm.plugins), listing (attnbench.sweep.catalog) and FLOPs counting
@@ -154,6 +155,7 @@ class Mechanism:
     params: dict = field(default_factory=lambda: {"stages": None})
     name: str | None = None  # registered OpenMMLab name (scope attnbench), if not the module's class name
     sequence_class_name: str | None = None
+    slots: frozenset = frozenset()  # the translation slots (:data:`SLOTS`) its sequence module fills
 
     def __post_init__(self):
         if self.placement == "plugin":  # every plugin is a named block of its own: its parameters can learn faster
@@ -186,7 +188,9 @@ GENERALIZED_ATTENTION = Mechanism(
     "GeneralizedAttention", "attn", "generalized attention (study)", GENERALIZED_ATTENTION_PAPER,
     "plugin", dict(spatial_range=-1, num_heads=8, attention_type="1111", kv_stride=2),
     {"range": "spatial_range", "heads": "num_heads", "kv_stride": "kv_stride", "stages": None, "score": "score",
-     "hard": "hard", "gate": "gamma_init"}, sequence_class_name="GeneralizedAttention1d")
+     "hard": "hard", "gate": "gamma_init"}, sequence_class_name="GeneralizedAttention1d", slots=frozenset(SLOTS))
+#: Translation's self-attention slots: what a mechanism without a memory input (a convolution) fills.
+SELF_ATTENTION_SLOTS = frozenset({"enc-self", "dec-self"})
 _DEFORMABLE_PARAMS = {"groups": "deform_groups", "stages": None}
 
 
@@ -195,7 +199,7 @@ MECHANISMS: dict[str, Mechanism] = {
     "deformable": Mechanism(
         "DeformConv2d", "dcn", "spatial attention (study)",
         "Dai et al.: Deformable Convolutional Networks, ICCV 2017", "conv2", dict(deform_groups=1),
-        _DEFORMABLE_PARAMS, name="DCN", sequence_class_name="DeformConv1d"),
+        _DEFORMABLE_PARAMS, name="DCN", sequence_class_name="DeformConv1d", slots=SELF_ATTENTION_SLOTS),
     "deformable_v2": Mechanism(
         "ModulatedDeformConv2d", "dcnv2", "spatial attention (study)",
         "Zhu et al.: Deformable ConvNets v2, CVPR 2019", "conv2", dict(deform_groups=1), _DEFORMABLE_PARAMS,
@@ -205,16 +209,17 @@ MECHANISMS: dict[str, Mechanism] = {
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019",
         kwargs=dict(kernel_size=3, num_heads=8),
         params={"kernel": "kernel_size", "heads": "num_heads", "stages": None, "gate": "gamma_init"},
-        sequence_class_name="DynamicConv1d"),
+        sequence_class_name="DynamicConv1d", slots=SELF_ATTENTION_SLOTS),
     "lightweight": Mechanism(
         "LightweightConv1d", "lightconv", "spatial attention (study)",
         "Wu et al.: Pay Less Attention with Lightweight and Dynamic Convolutions, ICLR 2019", "sequence",
-        params={"kernel": "kernel_size"}, sequence_class_name="LightweightConv1d"),
+        params={"kernel": "kernel_size"}, sequence_class_name="LightweightConv1d", slots=SELF_ATTENTION_SLOTS),
     "area": Mechanism(
         "AreaAttention2d", "area", "spatial attention (study)",
         "Li et al.: Area Attention, ICML 2019",
         kwargs=dict(num_heads=8, max_area_width=3, max_area_height=3, kv_stride=2),
-        params={"heads": "num_heads", "stages": None, "gate": "gamma_init"}, sequence_class_name="AreaAttention1d"),
+        params={"heads": "num_heads", "stages": None, "gate": "gamma_init"}, sequence_class_name="AreaAttention1d",
+        slots=frozenset(SLOTS)),
     "se": Mechanism(
         "SqueezeExcite", "se", "channel", "Hu et al.: Squeeze-and-Excitation Networks, CVPR 2018",
         kwargs=dict(reduction=16)),
@@ -279,7 +284,7 @@ MECHANISMS: dict[str, Mechanism] = {
         name="OCRHead"),
 }
 #: Tokens of translation's slots (``attnbench.models.transformer_nmt.MECHANISMS`` names them alike).
-TRANSLATION_MECHANISMS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.sequence_class_name)
+TRANSLATION_MECHANISMS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.slots)
 #: The tokens of images (all but translation's own).
 VISION_TOKENS: tuple[str, ...] = tuple(t for t, m in MECHANISMS.items() if m.placement != "sequence")
 #: Every mechanism of the benchmark, the generalized attention first.
@@ -481,6 +486,13 @@ class Variant:
         keys = {infer_abbr(mechanism_of(t).module): dict(lr_mult=self.params_of(t)["lr"])
                 for t in self.tokens if "lr" in self.params_of(t)}
         return dict(paramwise_cfg=dict(custom_keys=keys)) if keys else {}
+
+    @property
+    def translation_slots(self) -> frozenset:
+        """The translation slots this row can fill (every one for the baseline); ValueError as
+        :meth:`translation_config` for what translation cannot run."""
+        self.translation_config()
+        return mechanism_of(self.tokens[0]).slots if self.tokens else frozenset(SLOTS)
 
     def translation_config(self) -> dict | None:
         """The slot config of ``attnbench.models.transformer_nmt`` (``dict(type=..., **options)``),

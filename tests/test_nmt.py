@@ -360,3 +360,13 @@ def test_runner_trains_the_mini_config_and_validation_reports_bleu(tmp_path):
     assert 0 <= bleu <= 100 and math.isfinite(bleu)
     assert (tmp_path / "data" / "train.src").is_file()  # the corpus was generated on first use
     assert list((tmp_path / "data").glob("tokens-train.src-train.tgt-*/header.json"))  # and encoded into a store
+
+
+def test_the_model_builds_every_translation_token_of_the_catalogue_in_the_slots_it_names():
+    from attnbench.variants import GENERALIZED_ATTENTION, TRANSLATION_MECHANISMS
+    from attnbench.variants import MECHANISMS as CATALOGUE
+
+    assert set(MECHANISMS) == {"standard", "generalized", *TRANSLATION_MECHANISMS}
+    for name in TRANSLATION_MECHANISMS:
+        assert MECHANISMS[name].slots == CATALOGUE[name].slots
+    assert MECHANISMS["generalized"].slots == GENERALIZED_ATTENTION.slots == frozenset(SLOTS)

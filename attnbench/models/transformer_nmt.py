@@ -44,7 +44,8 @@ from mmengine.model import BaseModel
 from attnbench.attention import (
     AreaAttention1d, DeformConv1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, sinusoidal_embedding)
 from attnbench.data.translation import BOS_ID, EOS_ID, PAD_ID
-from attnbench.variants import SLOTS
+from attnbench.variants import GENERALIZED_ATTENTION, SLOTS
+from attnbench.variants import MECHANISMS as CATALOGUE
 
 POSITION_WAVE_LENGTH = 10000.0
 
@@ -168,15 +169,16 @@ class Mechanism:
     slots: frozenset[str]
 
 
-SELF_ATTENTION = frozenset({"enc-self", "dec-self"})
-MECHANISMS: dict[str, Mechanism] = {
-    "standard": Mechanism(_standard, frozenset(SLOTS)),
-    "generalized": Mechanism(_generalized, frozenset(SLOTS)),
-    "area": Mechanism(_area, frozenset(SLOTS)),
-    "lightweight": Mechanism(_head_shared_conv(LightweightConv1d), SELF_ATTENTION),
-    "dynamic": Mechanism(_head_shared_conv(DynamicConv1d), SELF_ATTENTION),
-    "deformable": Mechanism(_deformable, SELF_ATTENTION),
+#: A builder per translation token of the catalogue (attnbench.variants: ``generalized`` stands for the factor
+#: strings) and ``standard``, the baseline's attention (E1 alone); the slots each fills are the catalogue's.
+BUILDERS: dict[str, Callable[..., nn.Module]] = {
+    "standard": _standard, "generalized": _generalized, "area": _area,
+    "lightweight": _head_shared_conv(LightweightConv1d), "dynamic": _head_shared_conv(DynamicConv1d),
+    "deformable": _deformable,
 }
+MECHANISMS: dict[str, Mechanism] = {
+    name: Mechanism(build, (GENERALIZED_ATTENTION if name in ("standard", "generalized") else CATALOGUE[name]).slots)
+    for name, build in BUILDERS.items()}
 
 
 def build_slot(slot: str, cfg: dict, embed_dim: int, num_heads: int, dropout: float) -> nn.Module:

@@ -153,12 +153,10 @@ class TranslationTask:
 
     def slots(self, slot: str | None, variant: str) -> list[str | None]:
         """The baseline (standard attention everywhere) is one run; other variants run per slot."""
-        from attnbench.models.transformer_nmt import MECHANISMS
-
         if variant == "baseline":
             return [None]
         wanted = [slot] if slot else list(SLOTS)
-        allowed = MECHANISMS[Variant.parse(variant).translation_config()["type"]].slots
+        allowed = Variant.parse(variant).translation_slots
         bad = [s for s in wanted if s not in allowed]
         if slot and bad:
             raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
