@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.report import comparison_table, factor_effects, pairing_notes, power_table, summarize
+from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.sweep.summary import comparison_table, pairing_notes, summarize
 from attnbench.sweep.stats import min_detectable_effect, paired_power, seeds_needed
 from attnbench.sweep.store import COLUMNS, ResultsStore
 

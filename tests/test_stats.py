@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnbench.sweep.report import comparison_table, summarize
+from attnbench.sweep.summary import comparison_table, summarize
 from attnbench.sweep.stats import LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, wilcoxon_p
 from test_paired_stats import ALL_ON, BASELINE, compare, rows_of, run, store_frame
 

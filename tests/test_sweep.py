@@ -15,8 +15,9 @@ import torch
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan, parse_seeds
-from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, pareto_front, plot_panels,
-                                    plot_tradeoffs, row_kind, summarize)
+from attnbench.sweep.effects import factor_effects
+from attnbench.sweep.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind
+from attnbench.sweep.summary import comparison_table, cost_table, summarize
 from attnbench.sweep.store import ResultsStore
 from attnbench.sweep.tasks import TASKS
 from wandb_log import config_and_summary
@@ -246,10 +247,10 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
     """Beside each row's mean ± std, one dot per run at the row's cost: all-or-nothing outcomes show as clusters."""
     import matplotlib.collections
 
-    from attnbench.sweep import report
+    from attnbench.sweep import plots
 
     figures = []
-    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
 
     values = {"baseline": [0.5, 0.55, 0.52], "1111": [1.0, 0.56, 0.99]}
     rows = [dict(task="det-flag", preset="mini", slot=None, variant=v, seed=s, metric="m", value=x, status="ok",
@@ -265,10 +266,10 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
 
 
 def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
-    from attnbench.sweep import report
+    from attnbench.sweep import plots
 
     figures = []
-    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
     rows = [dict(task="seg", preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5, status="ok",
                  macs_model=1e9, macs_modules=0.0, params_model=1.0, gate_max=gate)
             for v, gates in {"baseline": [None, None], "0010": [0.991, 1.024], "deformable": [None, None]}.items()
@@ -277,24 +278,24 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
     (ax,) = figures[0].axes
     assert ax.get_title() == "seg (mini)"  # one line; the gates in the caption
     assert ax.get_xlabel().endswith("\nlargest final gate |γ| per gated run: 0.991-1.024 (2 runs)")
-    assert report.gate_note(pd.DataFrame({"gate_max": [0.9925, None]})).endswith(": 0.993 (1 run)")
-    moved = report.gate_note(pd.DataFrame({"gate_max": [0.99, 1.02, 0.98], "gate_loss_max": [0.015, 0.05, None]}))
+    assert plots.gate_note(pd.DataFrame({"gate_max": [0.9925, None]})).endswith(": 0.993 (1 run)")
+    moved = plots.gate_note(pd.DataFrame({"gate_max": [0.99, 1.02, 0.98], "gate_loss_max": [0.015, 0.05, None]}))
     assert moved == ("largest final gate |γ| per gated run: 0.980-1.020 (3 runs)"
                      "\ngate moved by the loss (not weight decay): 0.015-0.050 (2 runs)")
 
 
 def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the_spare_cell(monkeypatch):
-    from attnbench.sweep import report
+    from attnbench.sweep import plots
 
     figures = []
-    monkeypatch.setattr(report, "save_figure", lambda fig, stem: figures.append(fig) or [])
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
     seeds = {"det": 1, "seg": 3, "nmt": 2}
     rows = [dict(task=task, preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5 + 0.1 * s + (v == "0010"),
                  status="ok", macs_model=2e9 if v == "0010" else 1e9, macs_modules=0.0, params_model=1.0)
             for task, n in seeds.items() for v in ("baseline", "0010") for s in range(n)]
     plot_tradeoffs(pd.DataFrame(rows), "plot")
     axes = figures[0].axes
-    assert [report.grid_columns(n) for n in range(1, 8)] == [1, 2, 3, 2, 3, 3, 2] and len(axes) == 3
+    assert [plots.grid_columns(n) for n in range(1, 8)] == [1, 2, 3, 2, 3, 3, 2] and len(axes) == 3
     frontier = {ax.get_title(): any(line.get_label().startswith("Pareto") for line in ax.lines) for ax in axes}
     assert frontier == {"det (mini): one seed, differences untested": False, "nmt (mini)": True, "seg (mini)": True}
     assert all("\n" not in ax.get_title() for ax in axes)

@@ -45,7 +45,7 @@ import torch
 from matplotlib.figure import Figure  # no pyplot: no backend or window, figures saved as they are drawn
 
 import attnbench.mm  # noqa: F401  registers attnbench's types (and quiets mmengine's import warnings)
-from attnbench.sweep.report import save_figure
+from attnbench.sweep.plots import save_figure
 from attnbench.sweep.runs import dumped_config, find_run, last_checkpoint, retrain_command
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.tasks import TASKS

@@ -38,8 +38,8 @@ import pandas as pd
 
 from attnbench.sweep import plan
 from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts
-from attnbench.sweep.report import (comparison_table, cost_table, factor_effects, p_text, pairing_notes, power_table,
-                                    summarize)
+from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.sweep.summary import comparison_table, cost_table, p_text, pairing_notes, summarize
 from attnbench.sweep.store import finished_runs, read_store_or_exit
 from attnbench.variants import TRANSLATION_TASKS, Variant
 

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                    "and keep the others (after a change to some mechanisms' counts), instead of a new table")
     args = p.parse_args(argv)
     from attnbench.sweep.dry_run import analytic_check, count_runs
-    from attnbench.sweep.report import PUBLISHED
+    from attnbench.sweep.published import PUBLISHED
 
     try:
         runs = plan([t.strip() for t in args.tasks.split(",") if t.strip()],

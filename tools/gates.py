@@ -33,7 +33,7 @@ import torch
 
 from attnbench.mm.hooks import gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
-from attnbench.sweep.report import successful_runs
+from attnbench.sweep.summary import successful_runs
 from attnbench.sweep.store import read_store_or_exit
 
 

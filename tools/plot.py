@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from attnbench.sweep.report import plot_tradeoffs, plot_windows
+from attnbench.sweep.plots import plot_tradeoffs, plot_windows
 from attnbench.sweep.store import finished_runs, read_store_or_exit
 
 

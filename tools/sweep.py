@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             bar.update()
     print(f"sweep finished in {time.time() - start:.0f} s: {len(todo) - failed} ok, {failed} failed")
     if not args.no_plot and len(store.read()):
-        from attnbench.sweep.report import comparison_table, plot_tradeoffs
+        from attnbench.sweep.plots import plot_tradeoffs
+        from attnbench.sweep.summary import comparison_table
 
         print(comparison_table(store.read(), fmt="markdown"))
         for path in plot_tradeoffs(store.read(), store.root / "tradeoff"):

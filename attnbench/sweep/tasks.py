@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, preset_variant, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
-from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
+from attnbench.variants import SLOTS, Variant
+
+if TYPE_CHECKING:
+    import torch
 
 #: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
 #: trained for a few iterations and evaluated on a few samples, to check a sweep end to end in a
@@ -100,7 +104,7 @@ class VisionTask:
         config takes the full preset's (mmcv's initialisation), whatever the preset."""
         return preset_variant("full" if self.user_config else config_preset(preset), variant)
 
-    def count(self, model: "torch.nn.Module", preset: str) -> dict:
+    def count(self, model: torch.nn.Module, preset: str) -> dict:
         import torch
 
         from attnbench.flops import count_model
@@ -178,7 +182,7 @@ class TranslationTask:
             return path, options
         return path, options | {f"model.{SLOTS[slot].argument}": Variant.parse(variant).translation_config()}
 
-    def count(self, model: "torch.nn.Module", preset: str) -> dict:
+    def count(self, model: torch.nn.Module, preset: str) -> dict:
         import torch
 
         from attnbench.flops import count_model
