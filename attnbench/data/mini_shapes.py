@@ -73,16 +73,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
 import numpy as np
-from filelock import FileLock
 from PIL import Image
+
+from .build_once import build_once
 
 #: The colours an object or the key can take (RGB).
 PALETTE = {"red": (215, 45, 40), "green": (40, 170, 60), "blue": (45, 85, 225)}
@@ -594,30 +593,10 @@ def _is_generated(root: Path, params: dict) -> bool:
 
 def ensure_mini_shapes(root: str | os.PathLike, num_train: int = NUM_TRAIN, num_val: int = NUM_VAL,
                        image_size: int = IMAGE_SIZE, seed: int = 0, rule: str = DEFAULT_RULE) -> Path:
-    """Generate the dataset into ``root`` unless it is there already with the same parameters.
-
-    Safe from many processes at once (distributed ranks): one generates under the file lock
-    ``<root>.lock`` into a temporary sibling folder that it then renames to ``root``, so ``root``
-    is complete whenever it exists; should the lock not hold (some network file systems), the
-    rename still lets only one copy through. Raises ValueError if ``root`` was generated with
-    other parameters and FileExistsError if it holds something else.
+    """Generate the dataset into ``root`` unless it is there already with the same parameters, safe
+    from many processes at once (:func:`~attnbench.data.build_once.build_once`). Raises ValueError if
+    ``root`` was generated with other parameters and FileExistsError if it holds something else.
     """
     params = generation_params(num_train, num_val, image_size, seed, rule)
-    root = Path(root)
-    if _is_generated(root, params):
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{root}.lock"):
-        if _is_generated(root, params):
-            return root
-        tmp = root.parent / f".{root.name}.tmp-{uuid.uuid4().hex}"  # mkdtemp's 0o700 would stick to root
-        try:
-            make_mini_shapes(tmp, num_train, num_val, image_size, seed, rule)
-            try:
-                tmp.rename(root)
-            except OSError:  # another node won the race without seeing our lock
-                if not _is_generated(root, params):
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return root
+    return build_once(root, lambda folder: _is_generated(folder, params),
+                      lambda tmp: make_mini_shapes(tmp, num_train, num_val, image_size, seed, rule))

@@ -24,17 +24,16 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
-from filelock import FileLock
 from mmengine.dist import barrier, is_main_process
 from mmengine.logging import print_log
+
+from .build_once import build_once
 
 FORMAT_VERSION = 1
 HEADER = "header.json"
@@ -110,27 +109,13 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 def _build_once(store: Path, files: list[Path], tokenizer: Path, stamps: list[tuple[int, int]]) -> None:
-    """Build ``store`` unless it is there; safe from many processes (see the module docstring)."""
-    if (store / HEADER).is_file():
-        return
-    store.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{store}.lock"):
-        if (store / HEADER).is_file():
-            return
-        # Under the lock no other builder runs: a folder without a header was left by a killed one.
-        for unfinished in [store, *store.parent.glob(f".{store.name}.tmp-*")]:
-            shutil.rmtree(unfinished, ignore_errors=True)
-        tmp = store.with_name(f".{store.name}.tmp-{uuid.uuid4().hex}")
+    """Build ``store`` unless it is there; safe from many processes (see the module docstring). A folder
+    without a header was left by a killed builder and is built again."""
+    def write(tmp: Path) -> None:
         print_log(f"encoding {files[0]} and {files[1]} into the token store {store} (once)", logger="current")
-        try:
-            _write_store(tmp, files, tokenizer, stamps)
-            try:
-                tmp.rename(store)
-            except OSError:  # another node won the race without seeing our lock
-                if not (store / HEADER).is_file():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _write_store(tmp, files, tokenizer, stamps)
+
+    build_once(store, lambda folder: (folder / HEADER).is_file(), write, clear_unfinished=True)
 
 
 def _write_store(folder: Path, files: list[Path], tokenizer: Path, stamps: list[tuple[int, int]]) -> None:
