@@ -8,12 +8,11 @@ import pytest
 import torch
 
 from attnbench.attention import GeneralizedAttention, SqueezeExcite
+from attnbench.mm import gates
 from attnbench.sweep.store import COLUMNS
 from reference import sgd_without_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import gates  # noqa: E402  tools/gates.py
 
 
 def add_run(store: Path, rows: list, run_id: str, variant: str, seed: int, model: torch.nn.Module | None) -> None:

@@ -25,146 +25,20 @@ value a gate ends at when the loss never moves it (``--iters-per-epoch`` for a c
 epoch: its training images over the batch size).
 """
 import argparse
-import math
 from pathlib import Path
 
-import pandas as pd
-import torch
-
-from attnbench.mm.hooks import gate_magnitudes
-from attnbench.sweep.runs import last_checkpoint
-from attnbench.sweep.summary import successful_runs
+from attnbench.mm.gates import decay_only_gate, moved_against_learnt, opened_count, opening, run_gates
 from attnbench.sweep.store import read_store_or_exit
 
 
-def checkpoint_gate_max(run_dir: Path) -> float | None:
-    """The largest |gamma| in a run's last checkpoint (NaN without gates), None without a checkpoint."""
-    checkpoint = last_checkpoint(run_dir)
-    if checkpoint is None:
-        return None
-    gates = gate_magnitudes(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
-    return max(gates) if gates else math.nan
-
-
-def decay_only_gate(config, iters_per_epoch: int | None = None, start: float = 1.0,
-                    name: str = "gamma") -> tuple[float, int]:
-    """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and learning-rate schedule take a
-    parameter named ``name`` (a dotted module path: what ``custom_keys`` match) started at ``start``
-    whose gradient is always 0; and the iterations. CONFIG is a path or an mmengine ``Config``; one
-    that trains by epoch needs ``iters_per_epoch``."""
-    from mmengine.config import Config
-    from mmengine.optim import build_optim_wrapper
-    from mmengine.registry import PARAM_SCHEDULERS, init_default_scope
-
-    cfg = config if isinstance(config, Config) else Config.fromfile(config)
-    if "max_iters" in cfg.train_cfg:
-        epochs, iters_per_epoch = 1, cfg.train_cfg.max_iters
-    elif iters_per_epoch is None:
-        raise SystemExit(f"gates.py: {cfg.filename} trains by epoch; give --iters-per-epoch "
-                         "(training images / batch size)")
-    else:
-        epochs = cfg.train_cfg.max_epochs
-    init_default_scope(cfg.get("default_scope", "mmengine"))
-    holder = module = torch.nn.Module()
-    *path, leaf = name.split(".")
-    for part in path:
-        module.add_module(part, torch.nn.Module())
-        module = getattr(module, part)
-    gate = torch.nn.Parameter(torch.tensor(float(start)))
-    module.register_parameter(leaf, gate)
-    optim_wrapper = build_optim_wrapper(holder, cfg.optim_wrapper)
-    schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optim_wrapper)) for s in cfg.get("param_scheduler") or []]
-    for _ in range(epochs):  # as mmengine's loop and ParamSchedulerHook: the step, then the schedulers
-        for _ in range(iters_per_epoch):
-            gate.grad = torch.zeros_like(gate)
-            optim_wrapper.step()
-            for scheduler in schedulers:
-                if not scheduler.by_epoch:
-                    scheduler.step()
-        for scheduler in schedulers:
-            if scheduler.by_epoch:
-                scheduler.step()
-    return gate.item(), epochs * iters_per_epoch
-
-
-def run_gates(task_name: str, preset: str, variant: str) -> tuple[object, list[tuple[str, str, float]]]:
-    """The config a sweep run of VARIANT on TASK at PRESET trains (its file with the run's overrides)
-    and, per gated token, ``(token, gate parameter path, initial value)``: the path under the plugin's
-    mmcv name (``gen_attention_block.gamma``), so that the variant's ``lr`` multiplier applies to it."""
-    from mmcv.cnn.bricks.plugin import infer_abbr
-    from mmengine.config import Config
-
-    from attnbench.sweep.tasks import TASKS, VisionTask
-    from attnbench.variants import mechanism_of
-
-    task = TASKS.get(task_name)
-    if not isinstance(task, VisionTask):
-        vision = sorted(name for name, t in TASKS.items() if isinstance(t, VisionTask))
-        raise SystemExit(f"gates.py: {task_name!r} is not a vision task; one of {', '.join(vision)}")
+def main() -> None:
     try:
-        name = task.validate_variant(variant)
-        path, options = task.config(preset, name, None)
+        report()
     except ValueError as error:
         raise SystemExit(f"gates.py: {error}") from None
-    cfg = Config.fromfile(path)
-    cfg.merge_from_dict(options)
-    trained = task.variant(preset, name)
-    gates = [(token, f"{infer_abbr(mechanism_of(token).module)}.gamma", float(trained.params_of(token)["gate"]))
-             for token in trained.tokens if "gate" in trained.params_of(token)]
-    if not gates:
-        raise SystemExit(f"gates.py: {name} at the {preset} preset has no residual gate that starts open")
-    return cfg, gates
 
 
-def opening(results: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, int]:
-    """One row per finished run with a gate or an offset (``gate_max``, ``gate_loss_max``, ``gate_loss_opened``,
-    ``offset_mean_px``, ``learnt``: NaN off the diagnostic rules), and how many attention runs record neither
-    and have no checkpoint left to read their gates from."""
-    rows, missing = [], 0
-    for run in successful_runs(results).to_dict("records"):  # the columns NaN where the store has none
-        gate, offset = run["gate_max"], run["offset_mean_px"]
-        if math.isnan(gate) and math.isnan(offset):  # a row from before the columns, or no attention
-            from_checkpoint = checkpoint_gate_max(root / "runs" / run["run_id"])
-            missing += from_checkpoint is None and run["variant"] != "baseline"
-            gate = math.nan if from_checkpoint is None else from_checkpoint
-        if not (math.isnan(gate) and math.isnan(offset)):
-            rows.append(dict(task=run["task"], preset=run["preset"], variant=run["variant"], seed=int(run["seed"]),
-                             gate_max=gate, gate_loss_max=run["gate_loss_max"],
-                             gate_loss_opened=run["gate_loss_opened"], offset_mean_px=offset,
-                             learnt=math.nan if math.isnan(run["value_context"]) else float(run["learnt"])))
-    return pd.DataFrame(rows), missing
-
-
-def opened_count(opened: pd.Series) -> str | float:
-    """``k/n``: of the n runs that record ``gate_loss_opened``, the k whose loss opened their most-moved gate
-    (held it further open than weight decay alone); NaN where none records it."""
-    recorded = opened.dropna()
-    return f"{int((recorded > 0).sum())}/{len(recorded)}" if len(recorded) else math.nan
-
-
-def moved_against_learnt(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Per variant of the diagnostic runs that record ``gate_loss_max``: how many runs learnt their rule
-    with the gates moved by ``threshold`` or more and without, how many did not learn it with and without,
-    and ``agree``: the runs where learnt and moved coincide; a row ``all`` after each task's sums them."""
-    runs = table.dropna(subset=["learnt", "gate_loss_max"])
-    if runs.empty:
-        raise SystemExit("gates.py: --moved-by-loss needs runs on a diagnostic rule that record gate_loss_max")
-    cell = [f"{'' if learnt else 'not '}learnt, {'' if moved else 'not '}moved"
-            for learnt, moved in zip(runs["learnt"] == 1, runs["gate_loss_max"] >= threshold)]
-    cells = ["learnt, moved", "learnt, not moved", "not learnt, moved", "not learnt, not moved"]
-    counts = pd.crosstab([runs["task"], runs["preset"], runs["variant"]], pd.Series(cell, index=runs.index))
-    counts = counts.reindex(columns=cells, fill_value=0)
-    parts = []
-    for (task, preset), part in counts.groupby(level=["task", "preset"], sort=False):
-        parts += [part, part.sum().to_frame((task, preset, "all")).T]
-    counts = pd.concat(parts).rename_axis(index=["task", "preset", "variant"], columns=None).reset_index()
-    counts.insert(3, "runs", counts[cells].sum(axis=1))
-    counts["agree"] = [f"{a + d}/{n}" for a, d, n in
-                       zip(counts["learnt, moved"], counts["not learnt, not moved"], counts["runs"])]
-    return counts
-
-
-def main() -> None:
+def report() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default="results/sweep", help="results folder (default: results/sweep)")
     p.add_argument("--runs", action="store_true", help="one line per run instead of per variant")
