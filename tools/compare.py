@@ -37,10 +37,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from attnbench.sweep import plan
-from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts
+from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts, claims_text
 from attnbench.sweep.effects import factor_effects, power_table
-from attnbench.sweep.summary import comparison_table, cost_table, p_text, pairing_notes, summarize
-from attnbench.sweep.store import finished_runs, read_store_or_exit
+from attnbench.sweep.summary import (comparison_table, context_values, cost_table, p_text, pairing_notes, per_seed_table,
+                                     summarize)
+from attnbench.sweep.store import read_store_or_exit
 from attnbench.variants import TRANSLATION_TASKS, Variant
 
 
@@ -70,48 +71,6 @@ def frame_text(frame: pd.DataFrame, fmt: str, floatfmt: str = ".4f") -> str:
         frame = frame.assign(p=frame["p"].map(p_text)) if "p" in frame else frame
         return frame.to_markdown(index=False, floatfmt=floatfmt)
     return frame.to_string(index=False)
-
-
-def context_values(results: pd.DataFrame) -> pd.DataFrame:
-    """The runs that record a context accuracy, with it as their value (metric ``context/accuracy``)."""
-    if "value_context" not in results:
-        return results.iloc[:0]
-    recorded = results[pd.to_numeric(results["value_context"], errors="coerce").notna()]
-    return recorded.assign(value=recorded["value_context"].astype(float), metric="context/accuracy")
-
-
-def per_seed_table(results: pd.DataFrame) -> pd.DataFrame:
-    """``--per-seed``: one row per task, preset, slot and seed, one column per variant: each run's value."""
-    ok = finished_runs(results)
-    ok = ok.assign(slot=ok["slot"].fillna(""), seed=ok["seed"].astype(int))
-    table = ok.pivot_table(index=["task", "preset", "slot", "seed"], columns="variant", values="value", aggfunc="first")
-    variants = sorted(table.columns, key=lambda v: (v != "baseline", v))
-    table = table[variants].round(4).astype(object).where(table[variants].notna(), "").reset_index()
-    table.columns.name = None  # a seed a variant did not run at is blank
-    return table.drop(columns="slot") if not (table["slot"] != "").any() else table
-
-
-def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
-    """``--claims``: the contrasts with mean ± std, p-values as the comparison table prints them, and the verdict."""
-    if fmt == "csv":
-        return table.to_csv(index=False)
-    shown = pd.DataFrame({
-        "task": table["task"], "preset": table["preset"], "slot": table["slot"].fillna(""), "claim": table["claim"],
-        "contrast": table["contrast"],
-        "seeds": table["seeds"],
-        "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
-        "test": table["test"].fillna(""), "learnt": table["learnt"], "p": table["p"].map(p_text),
-        "p_wilcoxon": table["p_wilcoxon"].map(p_text), "p_holm": table["p_holm"].map(p_text),
-        "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})"
-                    for v, d in zip(table["verdict"], table["detectable"])],
-        "GMACs attention": table["gmacs_attention"]})
-    shown = shown.drop(columns=[column for column in ("slot", "learnt") if not (shown[column] != "").any()])
-    text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
-    families = table.loc[table["family"] > 0, ["task", "preset", "family"]].drop_duplicates()
-    sizes = ", ".join(f"{task} ({preset}) {n}" for task, preset, n in families.itertuples(index=False)) or "none"
-    return text + (f"\n\nFamily: each task's tested contrasts (Holm within it): {sizes}; verdict at alpha {alpha}; "
-                   "'detects': the smallest contrast the paired seeds detect at alpha / the family's size "
-                   "with 80 % power")
 
 
 def print_with_notes(text: str, notes: list[str], fmt: str) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attnbench.sweep.summary import paired_differences, runs_by_row, successful_runs
+from attnbench.sweep.summary import p_text, paired_differences, runs_by_row, successful_runs
 from attnbench.sweep.stats import holm, mcnemar_exact_p, min_detectable_effect, paired_statistics, wilcoxon_p
 
 
@@ -224,8 +224,6 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     ``undecided`` otherwise, and ``not run`` when none of its contrasts was tested; contrasts left
     untested are listed as ``not run`` (or ``no test``) beside the others.
     """
-    from .summary import p_text
-
     several_presets = table.groupby("task")["preset"].nunique().gt(1)
     rows = {claim: {"claim": claim, "statement": statement} for claim, statement in CLAIM_STATEMENTS.items()
             if claim in set(table["claim"])}
@@ -247,3 +245,26 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
         column = f"{task} ({preset})" if several_presets[task] else task
         rows[claim][column] = word if word == "not run" else f"{word} ({'; '.join(details)})"
     return pd.DataFrame(list(rows.values())).fillna("not run")
+
+
+def claims_text(table: pd.DataFrame, fmt: str, alpha: float) -> str:
+    """``--claims``: the contrasts with mean ± std, p-values as the comparison table prints them, and the verdict."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    shown = pd.DataFrame({
+        "task": table["task"], "preset": table["preset"], "slot": table["slot"].fillna(""), "claim": table["claim"],
+        "contrast": table["contrast"],
+        "seeds": table["seeds"],
+        "mean ± std": ["" if pd.isna(m) else f"{m:+.4f} ± {s:.4f}" for m, s in zip(table["mean"], table["std"])],
+        "test": table["test"].fillna(""), "learnt": table["learnt"], "p": table["p"].map(p_text),
+        "p_wilcoxon": table["p_wilcoxon"].map(p_text), "p_holm": table["p_holm"].map(p_text),
+        "verdict": [v if pd.isna(d) else f"{v} (detects {d:.4f})"
+                    for v, d in zip(table["verdict"], table["detectable"])],
+        "GMACs attention": table["gmacs_attention"]})
+    shown = shown.drop(columns=[column for column in ("slot", "learnt") if not (shown[column] != "").any()])
+    text = shown.to_markdown(index=False) if fmt == "markdown" else shown.to_string(index=False)
+    families = table.loc[table["family"] > 0, ["task", "preset", "family"]].drop_duplicates()
+    sizes = ", ".join(f"{task} ({preset}) {n}" for task, preset, n in families.itertuples(index=False)) or "none"
+    return text + (f"\n\nFamily: each task's tested contrasts (Holm within it): {sizes}; verdict at alpha {alpha}; "
+                   "'detects': the smallest contrast the paired seeds detect at alpha / the family's size "
+                   "with 80 % power")

@@ -306,3 +306,22 @@ def cost_table(results: pd.DataFrame) -> pd.DataFrame:
     table = ok[["task", "preset", "variant", "seed", *columns]].assign(seed=ok["seed"].astype(int))
     table["outside %"] = (100 * table["outside_seconds"] / table["run_seconds"]).round(1)
     return table.sort_values(["task", "preset", "variant", "seed"]).reset_index(drop=True)
+
+
+def context_values(results: pd.DataFrame) -> pd.DataFrame:
+    """The runs that record a context accuracy, with it as their value (metric ``context/accuracy``)."""
+    if "value_context" not in results:
+        return results.iloc[:0]
+    recorded = results[pd.to_numeric(results["value_context"], errors="coerce").notna()]
+    return recorded.assign(value=recorded["value_context"].astype(float), metric="context/accuracy")
+
+
+def per_seed_table(results: pd.DataFrame) -> pd.DataFrame:
+    """``--per-seed``: one row per task, preset, slot and seed, one column per variant: each run's value."""
+    ok = finished_runs(results)
+    ok = ok.assign(slot=ok["slot"].fillna(""), seed=ok["seed"].astype(int))
+    table = ok.pivot_table(index=["task", "preset", "slot", "seed"], columns="variant", values="value", aggfunc="first")
+    variants = sorted(table.columns, key=lambda v: (v != "baseline", v))
+    table = table[variants].round(4).astype(object).where(table[variants].notna(), "").reset_index()
+    table.columns.name = None  # a seed a variant did not run at is blank
+    return table.drop(columns="slot") if not (table["slot"] != "").any() else table
