@@ -2,7 +2,8 @@
 
 Every rule of :data:`~attnbench.data.mini_shapes.RULES` labels an object by something else in the image,
 recorded in the image's COCO entry (``attnbench/data/mini_shapes.py``). For object ``o`` of an image
-the *deciding context* ``C_o`` is the set of pixels whose content fixes ``o``'s class:
+the *deciding context* ``C_o`` is the set of pixels whose content fixes ``o``'s class (each rule's entry of
+``RULES`` computes its own, ``Rule.context``):
 
 ``key-stripe``      the key stripe (``key_side``): the object matches its colour or not;
 ``marker``          the sign's box (``marker_box``): a plus or an x labels every object;
@@ -26,13 +27,12 @@ Pure numpy and json, as the generator.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .mini_shapes import DEFAULT_RULE, FLAG_COLOURS, MARKER, key_mask
+from .mini_shapes import DEFAULT_RULE, MARKER, RULES
 
 
 @dataclass(frozen=True)
@@ -43,50 +43,11 @@ class ObjectContext:
     mask: np.ndarray
 
 
-def box_mask(boxes: list, height: int, width: int) -> np.ndarray:
-    """``(height, width)`` bool: the pixels inside any of the ``[x, y, w, h]`` ``boxes``."""
-    mask = np.zeros((height, width), dtype=bool)
-    for x, y, w, h in boxes:
-        mask[max(0, y):y + h, max(0, x):x + w] = True
-    return mask
-
-
-def _identity(annotation: dict) -> tuple:
-    """What ``same-different`` compares: shape, colour and the drawn square's size."""
-    return annotation["shape"], annotation["colour"], annotation["square"][2]
-
-
-def _twins_or_others(image: dict, annotation: dict, annotations: list[dict]) -> list:
-    others = [a for a in annotations if a["id"] != annotation["id"]]
-    twins = [a for a in others if _identity(a) == _identity(annotation)]
-    return [a["bbox"] for a in (twins or others)]
-
-
-def _boxes(select: Callable[[dict, dict, list[dict]], list]) -> Callable[[dict, dict, list[dict]], np.ndarray]:
-    """A context of boxes: the mask of the boxes ``select`` picks."""
-    return lambda image, annotation, annotations: box_mask(
-        select(image, annotation, annotations), image["height"], image["width"])
-
-
-#: rule -> the ``(H, W)`` bool mask of one object's deciding context, from the image's COCO entry, the
-#: object's annotation and all the image's annotations (the module docstring says which pixels).
-CONTEXTS: dict[str, Callable[[dict, dict, list[dict]], np.ndarray]] = {
-    "key-stripe": lambda image, annotation, annotations: key_mask(image["key_side"], image["height"]),
-    "marker": _boxes(lambda image, annotation, annotations: [image["marker_box"]]),
-    "near-far": _boxes(lambda image, annotation, annotations: [image["marker_box"]]),
-    "flag": _boxes(lambda image, annotation, annotations: [image["flag_box"]]),
-    "flag-side": _boxes(lambda image, annotation, annotations: [image["flag_box"]]),
-    "nearest-flag": _boxes(lambda image, annotation, annotations: [
-        image["flag_boxes"][list(FLAG_COLOURS)[annotation["category_id"] - 1]]]),
-    "same-different": _boxes(_twins_or_others),
-}
-
-
 def context_mask(image: dict, annotation: dict, annotations: list[dict], rule: str) -> np.ndarray:
     """``(H, W)`` bool: the deciding context of the object ``annotation`` of ``image`` (COCO entries) under ``rule``."""
-    if rule not in CONTEXTS:
-        raise ValueError(f"unknown rule {rule!r}; choose from {list(CONTEXTS)}")
-    return CONTEXTS[rule](image, annotation, annotations)
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; choose from {list(RULES)}")
+    return RULES[rule].context(image, annotation, annotations)
 
 
 def object_centre(annotation: dict) -> tuple[float, float]:

@@ -468,23 +468,69 @@ def _flag_side_scene(rng: np.random.Generator, image_size: int) -> Scene:
     return canvas.scene(category_ids, {"flag": colour, "flag_box": box})
 
 
+def box_mask(boxes: list, height: int, width: int) -> np.ndarray:
+    """``(height, width)`` bool: the pixels inside any of the ``[x, y, w, h]`` ``boxes``."""
+    mask = np.zeros((height, width), dtype=bool)
+    for x, y, w, h in boxes:
+        mask[max(0, y):y + h, max(0, x):x + w] = True
+    return mask
+
+
+def _identity(annotation: dict) -> tuple:
+    """What ``same-different`` compares: shape, colour and the drawn square's size."""
+    return annotation["shape"], annotation["colour"], annotation["square"][2]
+
+
+def _twins_or_others(image: dict, annotation: dict, annotations: list[dict]) -> list:
+    others = [a for a in annotations if a["id"] != annotation["id"]]
+    twins = [a for a in others if _identity(a) == _identity(annotation)]
+    return [a["bbox"] for a in (twins or others)]
+
+
+def _boxes(select: Callable[[dict, dict, list[dict]], list]) -> Callable[[dict, dict, list[dict]], np.ndarray]:
+    """A context of boxes: the mask of the boxes ``select`` picks."""
+    return lambda image, annotation, annotations: box_mask(
+        select(image, annotation, annotations), image["height"], image["width"])
+
+
+def _key_stripe_context(image: dict, annotation: dict, annotations: list[dict]) -> np.ndarray:
+    return key_mask(image["key_side"], image["height"])
+
+
+def _nearest_flag_boxes(image: dict, annotation: dict, annotations: list[dict]) -> list:
+    return [image["flag_boxes"][list(FLAG_COLOURS)[annotation["category_id"] - 1]]]
+
+
+def _marker_boxes(image: dict, annotation: dict, annotations: list[dict]) -> list:
+    return [image["marker_box"]]
+
+
+def _flag_boxes(image: dict, annotation: dict, annotations: list[dict]) -> list:
+    return [image["flag_box"]]
+
+
 @dataclass(frozen=True)
 class Rule:
-    """How a rule names its two classes and draws a scene that decides them."""
+    """How a rule names its two classes, draws a scene that decides them, and where an object's class is
+    decided: ``context(image, annotation, annotations)``, the ``(H, W)`` bool mask of one object's deciding
+    context from its image's COCO entry, its annotation and all the image's (attnbench.data.deciding_context
+    says which pixels each rule's is)."""
 
     classes: tuple[str, str]
     draw: Callable[[np.random.Generator, int], Scene]
+    context: Callable[[dict, dict, list[dict]], np.ndarray]
 
 
-#: rule -> its classes (category ids 1 and 2) and its drawing (the module docstring describes each).
+#: rule -> its classes (category ids 1 and 2), its drawing (the module docstring describes each) and its
+#: deciding context.
 RULES = {
-    "key-stripe": Rule(("match", "other"), _key_stripe_scene),
-    "marker": Rule(("marked", "unmarked"), _marker_scene),
-    "same-different": Rule(("same", "different"), _same_different_scene),
-    "near-far": Rule(("near", "far"), _near_far_scene),
-    "flag": Rule(("yellow-flag", "cyan-flag"), _flag_scene),
-    "nearest-flag": Rule(("yellow-nearer", "cyan-nearer"), _nearest_flag_scene),
-    "flag-side": Rule(("agree", "disagree"), _flag_side_scene),
+    "key-stripe": Rule(("match", "other"), _key_stripe_scene, _key_stripe_context),
+    "marker": Rule(("marked", "unmarked"), _marker_scene, _boxes(_marker_boxes)),
+    "same-different": Rule(("same", "different"), _same_different_scene, _boxes(_twins_or_others)),
+    "near-far": Rule(("near", "far"), _near_far_scene, _boxes(_marker_boxes)),
+    "flag": Rule(("yellow-flag", "cyan-flag"), _flag_scene, _boxes(_flag_boxes)),
+    "nearest-flag": Rule(("yellow-nearer", "cyan-nearer"), _nearest_flag_scene, _boxes(_nearest_flag_boxes)),
+    "flag-side": Rule(("agree", "disagree"), _flag_side_scene, _boxes(_flag_boxes)),
 }
 DEFAULT_RULE = "key-stripe"
 #: The default rule's class names.
