@@ -2,6 +2,7 @@
 imported once) or through submitit."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -274,29 +275,25 @@ class SweepRunner:
         for procs in sorted({run.procs for run in runs}):
             group = [run for run in runs if run.procs == procs]
             executor = self._executor(procs)
-            commands = [submitit.helpers.CommandFunction(self._command(run)[0], verbose=False) for run in group]
-            if self.launcher == "slurm":
-                with executor.batch():
-                    submitted = [executor.submit(command) for command in commands]
-            else:
-                submitted = [executor.submit(command) for command in commands]
+            with executor.batch() if self.launcher == "slurm" else contextlib.nullcontext():  # one job array
+                submitted = [executor.submit(submitit.helpers.CommandFunction(self._command(run)[0], verbose=False))
+                             for run in group]
             jobs.update(zip(submitted, group))
         return jobs
 
     def _execute_submitit(self, runs: list[Run]):
-        jobs = self.submit(runs)
-        for job, run in jobs.items():
+        for job, run in self.submit(runs).items():
             log = self.run_dir(run) / "run.log"
             try:
                 output = job.result()
                 log.write_text("\n".join(map(str, output)) if isinstance(output, list) else str(output))
-                error = f"{self.launcher} job {job.job_id} wrote no result"
+                error = "the job wrote no result"
             except Exception as e:  # the worker recorded its error; a crash is recorded below
                 log.write_text(str(e))
-                error = f"{self.launcher} job {job.job_id} failed ({str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__}); its log: {job.paths.stdout}"
+                error = f"the job failed ({(str(e).strip().splitlines() or [type(e).__name__])[-1][:200]})"
             result = self._read_result(self.run_dir(run) / "result.json", error)
-            if result.get("status") != "ok" and "job" not in result.get("error", ""):
-                result["error"] = f"{result.get('error', '')} ({self.launcher} job {job.job_id}, log {job.paths.stdout})"
+            if result.get("status") != "ok" and "Slurm job" not in result.get("error", ""):  # the worker's own note
+                result["error"] = f"{result['error']} ({self.launcher} job {job.job_id}, log {job.paths.stdout})"
             yield run, result
 
     @staticmethod
