@@ -3,9 +3,8 @@ import importlib
 import pytest
 import torch
 
-from attnbench.attention import separable_bias_attention
+from attnbench.attention.separable_bias_attention import separable_bias_attention
 
-# the package re-exports the function under the module's name
 sba = importlib.import_module("attnbench.attention.separable_bias_attention")
 
 KEY_SIZE = (3, 5)  # Hk x Wk grid, 15 keys

@@ -1,7 +1,9 @@
 """Spatial-attention mechanisms in pure PyTorch (no OpenMMLab import), one file per mechanism.
 
 Each name is imported from its file on first use (PEP 562), so that the torch-free parts (``factors``: the
-factor strings and score names) and the vocabulary built on them (attnbench.variants) import no torch."""
+factor strings and score names) and the vocabulary built on them (attnbench.variants) import no torch. The
+functions named as their file (``area_attention``, ``separable_bias_attention``) are imported from that file:
+once it is imported, the package's attribute of that name is the file itself."""
 from __future__ import annotations
 
 import importlib
@@ -10,7 +12,7 @@ import importlib
 _SOURCES = {
     "AsymmetricNonLocal2d": "asymmetric_non_local", "AreaAttention1d": "area_attention",
     "AreaAttention2d": "area_attention", "AreaKeyCombiner": "area_attention", "Areas": "area_attention",
-    "area_attention": "area_attention", "count_areas": "area_attention", "BAM": "bam", "CBAM": "cbam",
+    "count_areas": "area_attention", "BAM": "bam", "CBAM": "cbam",
     "CrissCrossAttention": "criss_cross", "DeformConv2d": "deformable_conv",
     "ModulatedDeformConv2d": "deformable_conv", "DeformConv1d": "deformable_conv1d",
     "DoubleAttention": "double_attention", "DualAttention": "dual_attention", "DynamicConv1d": "dynamic_conv",
@@ -21,7 +23,7 @@ _SOURCES = {
     "GlobalContext": "global_context", "InteractionAggregation2d": "interaction_aggregation",
     "NonLocal2d": "non_local", "ObjectContext": "object_context", "sinusoidal_embedding": "position",
     "ResidualAttention": "residual_attention", "SpatialChannelSqueezeExcite": "scse",
-    "SelectiveKernelConv2d": "selective_kernel", "separable_bias_attention": "separable_bias_attention",
+    "SelectiveKernelConv2d": "selective_kernel",
     "SpatialPyramidAttention": "spatial_pyramid_attention", "SqueezeExcite": "squeeze_excite",
 }
 __all__ = list(_SOURCES)
