@@ -62,6 +62,7 @@ def assert_figures(cwd: Path, proc: subprocess.CompletedProcess, names: list[str
         assert "<svg" in (cwd / folder / f"{name}.svg").read_text()[:1000]
 
 
+@pytest.mark.slow
 def test_detection_maps_one_figure_per_stage(sweep):
     cwd, results = sweep
     (run_id,) = results.loc[results["task"] == "det-flag", "run_id"]
@@ -69,6 +70,7 @@ def test_detection_maps_one_figure_per_stage(sweep):
     assert_figures(cwd, proc, ["conv3", "conv4", "conv5"], Path("results") / "maps" / run_id)
 
 
+@pytest.mark.slow
 def test_segmentation_maps_of_a_chosen_query_with_each_head(sweep):
     cwd, results = sweep
     (run_id,) = results.loc[results["task"] == "fcn-flag", "run_id"]
@@ -76,6 +78,7 @@ def test_segmentation_maps_of_a_chosen_query_with_each_head(sweep):
     assert_figures(cwd, proc, ["conv3", "conv4", "conv5"], Path("fcn"))
 
 
+@pytest.mark.slow
 def test_translation_maps_one_figure_per_slot_and_layer(sweep):
     cwd, results = sweep
     (run_id,) = results.loc[results["task"] == "nmt", "run_id"]
@@ -85,6 +88,7 @@ def test_translation_maps_one_figure_per_slot_and_layer(sweep):
     assert_figures(cwd, proc, figures, Path("results") / "maps" / run_id)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["det-flag", "fcn-flag"])
 def test_the_mass_table_s_mean_row_is_the_row_s_mass(sweep, task):
     """--mass over the whole validation set: a row per block, each mass in [0, 1], and the mean over every
@@ -103,6 +107,7 @@ def test_the_mass_table_s_mean_row_is_the_row_s_mass(sweep, task):
     assert [float(v) for v in mean.strip("|").split("|")[1:]] == [round(v, 4) for v in table.loc["mean"]]
 
 
+@pytest.mark.slow
 def test_a_run_without_its_checkpoint_names_the_command_that_trains_it_again(sweep, tmp_path):
     cwd, results = sweep
     store = tmp_path / "store"  # the det-flag row without its run folder, as the committed stores are
@@ -125,6 +130,7 @@ def test_a_run_without_its_checkpoint_names_the_command_that_trains_it_again(swe
     assert run.run_id == row["run_id"]  # the command's run is the row's
 
 
+@pytest.mark.slow
 def test_a_run_the_store_does_not_hold_is_one_line(sweep):
     cwd, _ = sweep
     proc = maps(cwd, "--task", "det-flag", "--variant", "0010", "--seed", "0")

@@ -243,6 +243,7 @@ def test_only_the_diagnostic_tasks_have_a_rule():
     assert {name for name, task in TASKS.items() if task.rule} == set(DIAGNOSTIC_TASKS)
 
 
+@pytest.mark.slow
 def test_a_smoke_sweep_records_the_mass_on_the_context(tmp_path):
     """det-flag, 1111: the row carries a mass in [0, 1] per term and the flag's share of the image as chance
     (24 x 24 of 128 x 128 px: every block's key tiles partition the input)."""

@@ -32,6 +32,7 @@ def assert_measured(row: dict) -> None:
         assert math.isfinite(float(row[column])) and float(row[column]) > 0, row
 
 
+@pytest.mark.slow
 def test_smoke_rows_of_both_models(tmp_path):
     out = tmp_path / "table.md"
     proc = benchmark("--smoke", "--variants", "1111+deformable", "--mmcv-variants", "1111", "--precisions", "fp32",
@@ -60,6 +61,7 @@ def test_smoke_rows_of_both_models(tmp_path):
     assert out.read_text() == proc.stdout
 
 
+@pytest.mark.slow
 def test_auto_scope_falls_back_to_backbone_neck_without_compiled_ops():
     """Without mmcv's compiled ops the detector fails at the RPN's NMS: that row is measured again as
     backbone + neck, and the later detection row of the same precision is measured so at once."""

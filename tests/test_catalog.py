@@ -40,6 +40,7 @@ def test_head_row_counts_the_object_context(table):
     assert abs(table.loc["ocr", "mmacs"] * 1e6 - measured) <= 0.02 * measured
 
 
+@pytest.mark.slow
 def test_list_modules_and_sweep_list_print_every_token():
     for argv in (["tools/list_modules.py", "--shape", "1,32,6,7"], ["tools/sweep.py", "--list"]):
         proc = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -63,6 +64,7 @@ def test_survey_rows_plan_on_both_tasks_and_ocr_on_segmentation_only():
     assert Path(ocr.config).name == "ocrnet_r50w8-d8_mini-shapes-128x128.py"
 
 
+@pytest.mark.slow
 def test_flops_table_counts_full_scale_rows(tmp_path):
     """tools/flops_table.py on Transformer-base: every slot of one variant, the baseline, published BLEU."""
     import pandas as pd
@@ -91,6 +93,7 @@ def test_listing_mechanisms_imports_no_openmmlab():
     assert proc.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_flops_table_update_recounts_some_rows_in_place(tmp_path):
     """--update replaces the recounted rows of an existing table and keeps the others, in their order;
     a new row goes after its task's last row."""

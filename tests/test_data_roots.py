@@ -15,6 +15,7 @@ def sweep(results, *args):
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_a_missing_data_root_stops_the_sweep_before_it_runs(tmp_path, dry_run):
     done = sweep(tmp_path, "--tasks", "det", "--factors", "0010", "--preset", "full",

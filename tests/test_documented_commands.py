@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # sweeps, training and the tools' own runs: minutes
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)

@@ -30,6 +30,7 @@ def gated(*gammas: float) -> torch.nn.Module:
     return torch.nn.Sequential(blocks, SqueezeExcite(8, reduction=2))  # an ungated block is not counted
 
 
+@pytest.mark.slow
 def test_gates_per_run_and_per_variant(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "a0", "0010", 0, gated(0.01, -0.03))
@@ -49,6 +50,7 @@ def test_gates_per_run_and_per_variant(tmp_path):
     assert "1 finished attention runs record no gate or offset" in gates()
 
 
+@pytest.mark.slow
 def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "a0", "0010", 0, gated(0.5))  # the store's value wins over the checkpoint
@@ -75,6 +77,7 @@ def test_the_store_columns_come_first_and_offsets_are_shown(tmp_path):
     assert "1/2" in variant_line  # of the two runs that record the sign, one's loss opened its gate
 
 
+@pytest.mark.slow
 def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):
     store, rows = tmp_path / "store", []
     # (variant, context accuracy, gate_loss_max): learnt at >= 0.9, moved at >= 0.01

@@ -86,6 +86,7 @@ work_dir = {work_dir!r}
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task,metric", [("det", "coco/bbox_mAP"), ("seg", "mIoU")])
 def test_openmmlab_runner_with_only_custom_imports(task, metric, data_root, tmp_path):
     """A user's config trained by mmengine's Runner in a process that never imports attnbench itself."""
@@ -164,6 +165,7 @@ def test_generated_configs_are_in_sync():
     assert not stale, f"run tools/generate_configs.py: {stale}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["det", "seg"])
 def test_full_scale_configs_build_and_run_forward(task):
     """Every full-scale variant builds; the heaviest one runs a forward pass (at a reduced size)."""
@@ -186,6 +188,7 @@ def test_full_scale_configs_build_and_run_forward(task):
             assert model(x, mode="tensor").shape == (1, 19, 20, 32)  # 19 Cityscapes classes, stride 8
 
 
+@pytest.mark.slow
 def test_two_process_cpu_distributed_training(data_root, tmp_path):
     """tools/train.py --launcher pytorch on a CPU-only machine: gloo, DDP without device_ids."""
     root = str(data_root) + "/"

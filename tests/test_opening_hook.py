@@ -65,6 +65,7 @@ def train(work_dir, max_iters, resume=False, name="run"):
     return summary, run.model, lrs.values
 
 
+@pytest.mark.slow
 def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
     summary, model, lrs = train(tmp_path, ITERS)
     assert len(lrs) == ITERS and lrs[0] == pytest.approx(LR) and lrs[-1] < LR / 5  # scheduled
@@ -80,6 +81,7 @@ def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
     assert min(moved.values()) > 1e-3
 
 
+@pytest.mark.slow
 def test_a_resumed_run_goes_on_from_its_decay_only_copies(tmp_path):
     straight, _, _ = train(tmp_path / "straight", ITERS)
     train(tmp_path / "resumed", 6, name="first")
@@ -87,6 +89,7 @@ def test_a_resumed_run_goes_on_from_its_decay_only_copies(tmp_path):
     assert resumed["gate_loss_max"] == pytest.approx(straight["gate_loss_max"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_run_resumed_without_the_copies_records_no_value(tmp_path):
     train(tmp_path, 6, name="first")
     checkpoint_path = (tmp_path / "last_checkpoint").read_text().strip()

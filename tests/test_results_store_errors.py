@@ -54,6 +54,7 @@ def test_reading_tools_say_what_is_wrong_in_one_line(tmp_path, how, tool):
     assert before == ((root / "results.csv").read_bytes() if before is not None else None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["empty", "foreign", "truncated", "binary"])
 def test_a_sweep_refuses_a_store_it_did_not_write_and_leaves_it_alone(tmp_path, how):
     root = tmp_path / "store"

@@ -73,6 +73,7 @@ def test_a_confirmation_needs_its_row_and_an_unknown_part_is_refused(capsys):
     assert "unknown part nope" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_study_sh_runs_a_part_through_the_sweep(tmp_path):
     """The wrapper's environment becomes flags: a dry run of a screen into a scratch store."""
     env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "RESULTS": str(tmp_path), "SEEDS": "20-20",

@@ -90,6 +90,7 @@ def sweep(tmp_path_factory):
     return store, runner, runs, rows
 
 
+@pytest.mark.slow
 def test_runs_are_recorded_with_measurements(sweep):
     store, _, _, rows = sweep
     ok = rows["0010"]
@@ -104,6 +105,7 @@ def test_runs_are_recorded_with_measurements(sweep):
     assert (df["config"] == "configs/detection/" + df["config"].str.split("/").str[-1]).all()  # repository-relative
 
 
+@pytest.mark.slow
 def test_each_run_records_its_own_times_and_cost(sweep):
     store, _, _, rows = sweep
     ok = rows["0010"]
@@ -113,6 +115,7 @@ def test_each_run_records_its_own_times_and_cost(sweep):
     assert ok["started_at"] <= ok["finished_at"] and starts[0] < starts[-1]  # each run's own start, not the sweep's
 
 
+@pytest.mark.slow
 def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
     store, runner, runs, _ = sweep
     code = runner.code
@@ -123,6 +126,7 @@ def test_workers_run_from_the_code_snapshot_taken_at_the_start(sweep):
     assert f"from {code / 'attnbench'}" in (runner.run_dir(runs[1]) / "run.log").read_text()  # what the worker imported
 
 
+@pytest.mark.slow
 def test_a_run_forked_by_the_server_trains_as_one_run_in_a_process_of_its_own(sweep, tmp_path):
     """The local launcher forks runs from a server that imported once; the one-run worker (Slurm,
     submitit) starts a fresh process: the same run trains to the same weights, bit for bit."""
@@ -169,12 +173,14 @@ def test_the_sweep_writes_the_generated_data_before_its_runs(tmp_path, monkeypat
     assert found == [True, True]  # in no run's time
 
 
+@pytest.mark.slow
 def test_diverging_run_is_recorded_as_failed_and_the_sweep_goes_on(sweep):
     _, _, _, rows = sweep
     assert rows["1111"]["status"] == "failed"
     assert "diverged" in rows["1111"]["error"] or "nan" in rows["1111"]["error"].lower()
 
 
+@pytest.mark.slow
 def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
     store, runner, runs, _ = sweep
     done = store.completed()
@@ -182,6 +188,7 @@ def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
     assert [r.variant for r in todo] == ["1111"]
 
 
+@pytest.mark.slow
 def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
     store, runner, runs, rows = sweep
     baseline = runs[0]
@@ -197,6 +204,7 @@ def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
     assert row["train_seconds"] > 1000.0  # both attempts counted
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_has_config_and_summary(sweep):
     store, runner, runs, _ = sweep
     (run_file,) = runner.run_dir(runs[1]).glob("**/offline-run-*/run-*.wandb")
@@ -215,6 +223,7 @@ def test_wandb_offline_run_has_config_and_summary(sweep):
     assert float(summary["coco/bbox_mAP"]) == pytest.approx(row["value"])
 
 
+@pytest.mark.slow
 def test_report_table_and_plot(sweep, tmp_path):
     store, _, _, _ = sweep
     summary = summarize(store.read())
@@ -374,6 +383,7 @@ def test_readme_tables_refresh_from_the_store_they_name(tmp_path):
     assert shown.set_index("variant").loc["0010", "delta vs baseline"] == pytest.approx(0.2)
 
 
+@pytest.mark.slow
 def test_readme_tables_are_the_committed_results():
     """Every results table in README.md and docs/*.md is what compare.py prints from the results store
     it names (readme_tables.py with no path checks all of them)."""
@@ -547,6 +557,7 @@ def test_bad_thread_count_is_refused():
         build_plan(["det"], [], [], 1, "mini", threads=0)
 
 
+@pytest.mark.slow
 def test_submitit_launcher_runs_and_records(tmp_path):
     """The slurm path, through submitit's local executor."""
     store = ResultsStore(tmp_path / "results")
@@ -643,6 +654,7 @@ param_scheduler = []
     return path
 
 
+@pytest.mark.slow
 def test_a_run_is_reproducible_to_the_bit_whichever_entry_point_starts_it(tmp_path):
     """Two sweeps of one run (at --jobs 1 and 2) and tools/train.py with the same seed end with the same
     weights, bit for bit, and the sweeps with the same metrics; the rows record the run's protocol."""

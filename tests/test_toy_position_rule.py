@@ -2,6 +2,7 @@
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -30,6 +31,7 @@ def test_background_adds_one_constant_to_channel_2_only():
     assert torch.equal(target, target_shifted) and torch.equal(mask, mask_shifted)
 
 
+@pytest.mark.slow
 def test_e4_alone_learns_the_side_rule_and_e3_alone_cannot():
     """E4 weighs keys by their offset only: two heads leaning left and right carry the flag's colour from each
     side. E3 gives every query the same context, so the read-out cannot tell the sides apart."""
