@@ -14,8 +14,8 @@ def test_core_does_not_import_openmmlab():
 
 
 @pytest.mark.parametrize("code", [
-    "import attnbench.variants, attnbench.sweep.summary, attnbench.sweep.effects, attnbench.sweep.claims, "
-    "attnbench.sweep.studies, attnbench.sweep.published",
+    "import attnbench.variants, attnbench.sweep.report, attnbench.sweep.summary, attnbench.sweep.effects, "
+    "attnbench.sweep.claims, attnbench.sweep.studies, attnbench.sweep.published",
     "import runpy; sys.argv = ['compare.py', '--help']\ntry: runpy.run_path('tools/compare.py', run_name='__main__')\n"
     "except SystemExit: pass",
 ])
