@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnbench.mm.hooks import gate_magnitudes
+from attnbench.mm.hooks import DecayOnlyGate, gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
 from attnbench.sweep.summary import successful_runs
 
@@ -27,7 +27,8 @@ def decay_only_gate(config, iters_per_epoch: int | None = None, start: float = 1
                     name: str = "gamma") -> tuple[float, int]:
     """Where CONFIG's optimizer (its ``paramwise_cfg`` included) and learning-rate schedule take a
     parameter named ``name`` (a dotted module path: what ``custom_keys`` match) started at ``start``
-    whose gradient is always 0; and the iterations. CONFIG is a path or an mmengine ``Config``; one
+    whose gradient is always 0 (:class:`~attnbench.mm.hooks.DecayOnlyGate`, the copy a run's hook keeps);
+    and the iterations. CONFIG is a path or an mmengine ``Config``; one
     that trains by epoch needs ``iters_per_epoch``."""
     from mmengine.config import Config
     from mmengine.optim import build_optim_wrapper
@@ -50,17 +51,18 @@ def decay_only_gate(config, iters_per_epoch: int | None = None, start: float = 1
     module.register_parameter(leaf, gate)
     optim_wrapper = build_optim_wrapper(holder, cfg.optim_wrapper)
     schedulers = [PARAM_SCHEDULERS.build(dict(s, optimizer=optim_wrapper)) for s in cfg.get("param_scheduler") or []]
+    gate.grad = torch.zeros_like(gate)  # stepped like a run's gate, by the copy OpeningHook keeps of it
+    decay_only = DecayOnlyGate(gate, optim_wrapper.optimizer)
     for _ in range(epochs):  # as mmengine's loop and ParamSchedulerHook: the step, then the schedulers
         for _ in range(iters_per_epoch):
-            gate.grad = torch.zeros_like(gate)
-            optim_wrapper.step()
+            decay_only.step()
             for scheduler in schedulers:
                 if not scheduler.by_epoch:
                     scheduler.step()
         for scheduler in schedulers:
             if scheduler.by_epoch:
                 scheduler.step()
-    return gate.item(), epochs * iters_per_epoch
+    return float(decay_only.copy), epochs * iters_per_epoch
 
 
 def run_gates(task_name: str, preset: str, variant: str) -> tuple[object, list[tuple[str, str, float]]]:
