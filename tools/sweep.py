@@ -14,6 +14,8 @@ Examples:
     python tools/sweep.py --preset full --launcher slurm --partition gpu --gpus 8 --factors 1111   # 8 ranks a run
     python tools/sweep.py --preset smoke --procs-per-run 2 --factors 0010 --tasks det,nmt    # 2 gloo ranks a run
     python tools/sweep.py --launcher slurm --no-wait --slurm-opt account=lab --qos normal ...   # queue and return
+    python tools/sweep.py --study list                    # the CPU-scale study's parts (attnbench.sweep.studies)
+    python tools/sweep.py --study l10n-claims             # run one part; it resumes where it stopped
 
 Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
 row of RESULTS/results.csv; a rerun skips runs already done (--force redoes them), so a killed
