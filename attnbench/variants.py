@@ -130,6 +130,11 @@ SLOTS: dict[str, Slot] = {
 TRANSLATION_TASKS: tuple[str, ...] = ("nmt", "nmt-l10n")
 
 
+def _attention_class(name: str) -> type:
+    """``attnbench.attention.<name>``, imported when first asked for."""
+    return getattr(importlib.import_module("attnbench.attention"), name)
+
+
 @dataclass(frozen=True)
 class Mechanism:
     """One mechanism token: its module, how the vision benchmark places it in a ResNet, and the 1D
@@ -164,13 +169,12 @@ class Mechanism:
     @property
     def module(self) -> type:
         """The nn.Module class, imported on first use (the table itself imports no torch)."""
-        return getattr(importlib.import_module("attnbench.attention"), self.class_name)
+        return _attention_class(self.class_name)
 
     @property
     def sequence_module(self) -> type | None:
         """Translation's 1D module, imported on first use; None where translation has none."""
-        return self.sequence_class_name and getattr(importlib.import_module("attnbench.attention"),
-                                                    self.sequence_class_name)
+        return _attention_class(self.sequence_class_name) if self.sequence_class_name else None
 
     @property
     def registered_name(self) -> str:

@@ -17,7 +17,7 @@ docs/diagnostics.md). The seeds of a part never change after its registration: a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: Every sweep of a part starts from these (two runs at a time; the study's first parts' store and seeds).
 COMMON = ("--jobs", "2", "--no-plot", "--seeds", "5", "--results", "results/study")
@@ -96,8 +96,7 @@ def _screen(name: str, about: str, tasks: str, seeds: str, *rows: str, preset: s
 
 
 def _confirmation(name: str, about: str, tasks: str, seeds: str, preset: str = "mini") -> Part:
-    part = _screen(name, about, tasks, seeds, preset=preset)
-    return Part(part.name, part.about, part.results, part.sweeps, confirmation=True)
+    return replace(_screen(name, about, tasks, seeds, preset=preset), confirmation=True)
 
 
 def _translation_claims(name: str, task: str) -> Part:

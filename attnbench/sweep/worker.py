@@ -134,11 +134,11 @@ def execute(run: dict) -> dict:
         task.variant(run["preset"], run["variant"]).fields
     cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.StopOnInvalidLossHook")]
     cfg.resume = os.path.exists(os.path.join(run["work_dir"], "last_checkpoint"))  # a killed run goes on
-    wandb_id = {}
+    wandb_id = None
     if run.get("wandb"):  # a fresh W&B id, recorded in the row: the store leads to the run's W&B page
-        wandb_id = dict(wandb_id=uuid.uuid4().hex[:12])
+        wandb_id = uuid.uuid4().hex[:12]
         visualizer = cfg.get("visualizer") or dict(type="Visualizer", vis_backends=[dict(type="LocalVisBackend")])
-        visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run, **wandb_id)]
+        visualizer["vis_backends"] = [*visualizer.get("vis_backends", []), _wandb_backend(run, wandb_id)]
         cfg.visualizer = visualizer
     runner = Runner.from_cfg(cfg)
     model = unwrapped_model(runner)
@@ -159,7 +159,9 @@ def execute(run: dict) -> dict:
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
                val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
-               **protocol, **recorder.extra, **wandb_id)
+               **protocol, **recorder.extra)
+    if wandb_id:
+        row["wandb_id"] = wandb_id
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
