@@ -1,0 +1,105 @@
+"""The numbers the README and the docs state in prose, recomputed from the committed stores.
+
+Each fact is a phrase as the page writes it (whitespace aside), its numbers computed here from the stores
+with the package's own statistics; a page whose phrase is missing, or a store whose numbers moved, fails.
+Tables between ``<!-- compare.py ... -->`` markers are held by ``tools/readme_tables.py --check`` instead.
+"""
+import re
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+
+from attnbench.sweep.claims import all_claims_table
+from attnbench.sweep.published import PUBLISHED
+from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.summary import successful_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@cache
+def store(name: str) -> pd.DataFrame:
+    return read_store_or_exit(ROOT / "results" / name, "test")
+
+
+def learnt(name: str, task: str, variant: str, seeds: range, preset: str = "mini") -> tuple[int, int]:
+    """k of n: the runs of ``variant`` on a diagnostic ``task`` that learnt its rule, at ``seeds``."""
+    runs = successful_runs(store(name))
+    runs = runs[(runs["task"] == task) & (runs["variant"] == variant) & (runs["preset"] == preset)
+                & runs["seed"].astype(int).isin(seeds)]
+    return int(runs["learnt"].sum()), len(runs)
+
+
+def pooled(task: str, variant: str) -> tuple[int, int]:
+    """k of n over every registered seed of the ``flag`` rule under the protocol: the confirmation's
+    (results/protocol, 30-39) and the claims re-run's (results/claims, 110-119)."""
+    confirmation, claims = learnt("protocol", task, variant, range(30, 40)), learnt("claims", task, variant,
+                                                                                      range(110, 120))
+    return confirmation[0] + claims[0], confirmation[1] + claims[1]
+
+
+def interval(k: int, n: int) -> str:
+    """The 95 % Clopper-Pearson interval of a rate, as the pages write it."""
+    ci = binomtest(k, n).proportion_ci()
+    return f"{ci.low:.2f} to {ci.high:.2f}"
+
+
+def detectable(task: str) -> tuple[float, float]:
+    """The smallest and largest contrast the claims re-run's ten paired seeds detect on ``task``."""
+    runs = store("claims")
+    table = all_claims_table(runs[runs["seed"].astype(int).between(110, 119) & (runs["task"] == task)])
+    return table["detectable"].min(), table["detectable"].max()
+
+
+def full_scale_gmacs(variant: str) -> float:
+    flops = pd.read_csv(ROOT / "results/flops-full/flops.csv")
+    return float(flops[(flops["task"] == "det") & (flops["variant"] == variant)]["gmacs_model"].iloc[0])
+
+
+def det_flag() -> str:
+    (k_det, n_det), (k_fcn, n_fcn) = pooled("det-flag", "1111"), pooled("fcn-flag", "1111")
+    return (f"`1111` at {k_det} of {n_det} registered seeds on the detector, {k_fcn} of {n_fcn} on the FCN segmentor "
+            f"(95 % intervals {interval(k_det, n_det)} and {interval(k_fcn, n_fcn)};")
+
+
+def claims_detect() -> str:
+    (det_low, det_high), (seg_low, seg_high) = detectable("det"), detectable("seg")
+    return (f"ten paired seeds detect contrasts of {det_low:.3f} to {det_high:.3f} mAP and {seg_low:.1f} to "
+            f"{seg_high:.1f} mIoU")
+
+
+def trade_off() -> str:
+    """The published AP of the best detector and of the cheap one that nearly matches it, their GMACs apart."""
+    det = {variant: value for (task, variant), (value, _) in PUBLISHED.items() if task == "det"}
+    best = max(det, key=det.get)
+    saved = full_scale_gmacs(best) - full_scale_gmacs("0010+deformable")
+    return (f"`0010+deformable` gets {det['0010+deformable']:.1f} of the best {det[best]:.1f} AP "
+            f"(`{best}`) for {saved:.1f} fewer GMACs")
+
+
+def flag_rows(task: str) -> str:
+    """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
+    (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
+    return f"| 30-39, 110-119 | {k_base} of {n_base} | `1111` {k} of {n}"
+
+
+#: The phrases each page states, by the function that writes them from the stores.
+FACTS = {
+    "README.md": [det_flag, claims_detect, trade_off],
+    "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
+                            lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
+}
+
+
+def normalized(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("page,fact", [(page, fact) for page, facts in FACTS.items() for fact in facts],
+                         ids=lambda value: value if isinstance(value, str) else "")
+def test_prose_number(page, fact):
+    phrase = fact()
+    assert phrase in normalized((ROOT / page).read_text()), f"{page} does not say, as the stores do: {phrase}"
