@@ -64,6 +64,13 @@ def _module_rows(task: str) -> str:
     return _rows(v for v in rows if v != "baseline" and v not in ALL_FACTORS)
 
 
+def _survey_rows(task: str) -> tuple[str, ...]:
+    """The survey's rows of a vision task (decode heads on segmentation only)."""
+    from attnbench.variants import SURVEY_VARIANTS, vision_rows
+
+    return tuple(v for v in vision_rows(task) if v in SURVEY_VARIANTS)
+
+
 def _claim_rows(family: str, slot: str | None = None) -> str:
     from attnbench.sweep import claims
 
@@ -168,6 +175,11 @@ def study_parts() -> dict[str, Part]:
                                 "trade-off plots", "results/claims",
              (_store("results/claims", "--tasks", "det,seg", "--factors", "0001,0101,1000,1001,1010,1011,1100,1101,1110",
                      "--modules", "area", "--seeds", "110-112"),)),
+        *(Part(f"claims-survey-{task}", f"the survey's modules on {task} under the protocol (every gate open), at "
+                                        "the trade-off rows' seeds, for the trade-off plots", "results/claims",
+               (_store("results/claims", "--tasks", task, "--modules", _rows(_survey_rows(task)), "--no-baseline",
+                       "--seeds", "110-112"),))
+          for task in ("det", "seg")),
         Part("claims-flag", "C1 and C2 on the flag rule (det-flag, fcn-flag)", "results/claims",
              (_store("results/claims", "--tasks", "det-flag,fcn-flag", "--factors", "0010,0011,0110,0111,1111",
                      "--seeds", "110-119"),)),
