@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from attnbench.sweep.claims import all_claims_table
+from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table
 from attnbench.sweep.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.summary import successful_runs
@@ -80,6 +80,12 @@ def trade_off() -> str:
             f"(`{best}`) for {saved:.1f} fewer GMACs")
 
 
+def translation_family() -> str:
+    """How many contrasts the translation claims' Holm family holds, as a word."""
+    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
+    return f"Holm over the {words[len(TRANSLATION_CLAIMS)]} contrasts"
+
+
 def flag_rows(task: str) -> str:
     """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
     (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
@@ -88,7 +94,7 @@ def flag_rows(task: str) -> str:
 
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off],
+    "README.md": [det_flag, claims_detect, trade_off, translation_family],
     "docs/study.md": [claims_detect, trade_off, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
