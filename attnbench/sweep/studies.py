@@ -167,6 +167,14 @@ def study_parts() -> dict[str, Part]:
                 "--factors", "0001,0100,1111"),
         _confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
                       "fcn-flag-side", "90-99"),
+        _screen("fcn-flag-screen", "fcn-flag, the attention from conv2 on: does 1111 learn the rule more reliably?",
+                "fcn-flag", "240-243", "--modules", "1111:stages=2-5"),
+        _screen("fcn-flag-long-screen", "fcn-flag trained four times longer: baseline and 1111", "fcn-flag", "240-243",
+                "--factors", "1111", preset="long"),
+        _confirmation("fcn-flag-confirm", "the design an fcn-flag screen chose (--modules ROW) against the baseline",
+                      "fcn-flag", "250-259"),
+        _confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag", "250-259",
+                      preset="long"),
         *(Part(f"claims-{task}", f"the study's image claims re-run under the protocol on {task}: the rows of the "
                                  "claims' contrasts at the seeds fixed with the predictions", "results/claims",
                (_store("results/claims", "--tasks", task, "--modules", _claim_rows("CLAIMS"), "--seeds", "110-119"),))
