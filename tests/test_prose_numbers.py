@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import binomtest
 
 from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table
+from attnbench.sweep.effects import factor_effects, power_table
 from attnbench.sweep.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.summary import successful_runs
@@ -86,6 +87,54 @@ def translation_family() -> str:
     return f"Holm over the {words[len(TRANSLATION_CLAIMS)]} contrasts"
 
 
+def runs_of(name: str, task: str, seeds: range | None = None) -> pd.DataFrame:
+    runs = store(name)
+    runs = runs[runs["task"] == task]
+    return runs if seeds is None else runs[runs["seed"].astype(int).isin(seeds)]
+
+
+def effect(name: str, task: str, term: str, slot: str = "", seeds: range | None = None) -> pd.Series:
+    """One term's main effect (``compare.py --effects``) on a task (and slot)."""
+    effects = factor_effects(runs_of(name, task, seeds))
+    return effects[(effects["term"] == term) & (effects["slot"].fillna("") == slot)].iloc[0]
+
+
+def translation_t1() -> str:
+    table = all_claims_table(runs_of("l10n", "nmt", range(210, 216)))
+    t1 = table[table["claim"] == "T1"].iloc[0]
+    return f"(`{t1['contrast']}` {t1['mean']:+.1f} BLEU, Holm p {t1['p_holm']:.3f})"
+
+
+def first_study_translation() -> str:
+    e1, e1_self, e2 = (effect("mini-sweep", "nmt", term, slot)
+                       for term, slot in (("E1", "enc-dec"), ("E1", "enc-self"), ("E2", "enc-self")))
+    return (f"E1 {e1['effect']:+.1f} BLEU in encoder-decoder attention (z = {e1['z']:.2f}), {e1_self['effect']:+.1f} in "
+            f"encoder self-attention (z = {e1_self['z']:.2f}); E2 the largest self-attention term "
+            f"({e2['effect']:+.1f} BLEU in the encoder, z = {e2['z']:.2f})")
+
+
+def flag_claims() -> str:
+    """The detector's flag rule in the claims re-run: how often each attention row learnt it, the baseline's
+    count, and the smallest Holm p of the contrasts between rows."""
+    runs = successful_runs(runs_of("claims", "det-flag", range(110, 120)))
+    learnt = runs.groupby("variant")["learnt"].sum()
+    attention = learnt.drop("baseline")
+    table = all_claims_table(runs_of("claims", "det-flag", range(110, 120)))
+    return (f"({attention.min()} to {attention.max()} of 10 seeds, the baseline at "
+            f"{'none' if learnt['baseline'] == 0 else learnt['baseline']}), but no contrast between rows is decided "
+            f"(smallest Holm p {table['p_holm'].min():.3f})")
+
+
+def e4_lead() -> str:
+    return f"E4 on the segmentor ({effect('claims', 'seg', 'E4', seeds=range(110, 113))['effect']:+.2f} mIoU"
+
+
+def closed_gate_power() -> str:
+    power = power_table(runs_of("mini-study", "det"), 0.05, 0.8, 0.01).iloc[0]
+    return (f"{power['seeds']} seeds detect {power['min_detectable_effect']:.3f} mAP, 0.01 mAP needs "
+            f"{power['seeds_needed']}")
+
+
 def flag_rows(task: str) -> str:
     """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
     (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
@@ -95,7 +144,8 @@ def flag_rows(task: str) -> str:
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family],
-    "docs/study.md": [claims_detect, trade_off, lambda: f"13 of the 20 registered seeds (95 % interval "
+    "docs/study.md": [claims_detect, trade_off, translation_t1, first_study_translation, flag_claims, e4_lead,
+                      closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
                             lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
