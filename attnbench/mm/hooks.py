@@ -41,17 +41,17 @@ class RunSummaryHook(Hook):
         self.train_seconds = 0.0
         self.val_seconds = 0.0  # this attempt's validations, within train_seconds
         self._val_started = None
-        self._earlier_seconds = 0.0
+        self.earlier_seconds = 0.0  # the earlier attempts' training time, restored on resume
         self._started = None
 
     def _elapsed(self) -> float:
-        return self._earlier_seconds + time.perf_counter() - self._started
+        return self.earlier_seconds + time.perf_counter() - self._started
 
     def before_run(self, runner) -> None:
         self._started = time.perf_counter()
 
     def before_train(self, runner) -> None:
-        self._earlier_seconds = runner.message_hub.get_info("train_seconds", 0.0)  # restored on resume
+        self.earlier_seconds = runner.message_hub.get_info("train_seconds", 0.0)  # restored on resume
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
         runner.message_hub.update_info("train_seconds", self._elapsed())  # saved with the next checkpoint

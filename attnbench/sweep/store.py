@@ -30,7 +30,9 @@ from filelock import FileLock
 #: ``world_size`` is the number of processes (ranks) the run trained on and ``train_iters`` its optimizer steps
 #: (each rank's batches: on N ranks an epoch has 1/N of them), empty for rows written before them.
 #: ``run_seconds`` is the worker's wall time, ``val_seconds`` the validations' (within ``train_seconds``),
-#: ``outside_seconds`` what was not training steps (attnbench.sweep.worker); ``started_at`` and
+#: ``outside_seconds`` what was not training steps (attnbench.sweep.worker): of a resumed run, its last
+#: attempt's (``train_seconds`` spans every attempt; rows before 2026-12-05 subtracted it whole, so a
+#: resumed run's may be negative there); ``started_at`` and
 #: ``finished_at`` the worker's own start and end (the sweep's submission time for rows before them);
 #: ``wandb_id`` the run's W&B id (its page: ``https://wandb.ai/<entity>/<project>/runs/<wandb_id>`` once synced).
 COLUMNS = (

@@ -46,14 +46,15 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _cost(row: dict, run_seconds: float) -> dict:
-    """``run_seconds``, the worker's wall time (imports and set-up, FLOPs count, training, validation,
-    logging), and ``outside_seconds``, the part not spent in training steps: ``run_seconds -
-    (train_seconds - val_seconds)`` (a resumed run's train_seconds spans its attempts, this attempt's
-    run_seconds not)."""
+def _cost(row: dict, run_seconds: float, earlier_train_seconds: float = 0.0) -> dict:
+    """``run_seconds``, this attempt's wall time in the worker (imports and set-up, FLOPs count, training,
+    validation, logging), and ``outside_seconds``, the part of it not spent in training steps: ``run_seconds -
+    (train_seconds - earlier_train_seconds - val_seconds)``. A resumed run's ``train_seconds`` spans its
+    attempts; ``earlier_train_seconds``, the earlier attempts' share, leaves this attempt's."""
     cost = {"run_seconds": round(run_seconds, 1)}
     if "train_seconds" in row:
-        cost["outside_seconds"] = round(run_seconds - row["train_seconds"] + row["val_seconds"], 1)
+        attempt = row["train_seconds"] - earlier_train_seconds
+        cost["outside_seconds"] = round(run_seconds - attempt + row["val_seconds"], 1)
     return cost
 
 
@@ -157,6 +158,7 @@ def execute(run: dict) -> dict:
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
+               earlier_train_seconds=recorder.earlier_seconds,
                val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
                **protocol, **recorder.extra)
@@ -184,7 +186,8 @@ def work(run_path: str, result_path: str) -> int:
     except Exception as e:  # recorded in the results store; the sweep goes on
         traceback.print_exc()
         row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
-    row |= _cost(row, time.perf_counter() - clock) | {"started_at": started, "finished_at": utc_now()}
+    earlier = row.pop("earlier_train_seconds", 0.0)
+    row |= _cost(row, time.perf_counter() - clock, earlier) | {"started_at": started, "finished_at": utc_now()}
     if code and "SLURM_JOB_ID" in os.environ:  # where to look: the job and the file this process writes to
         row["error"] += f" (Slurm job {os.environ['SLURM_JOB_ID']}, log {_output_path()})"
     if rank == 0:
