@@ -154,6 +154,8 @@ def test_the_cost_table_gives_each_finished_runs_share_outside_training():
              train_seconds=99.0, val_seconds=2.0, outside_seconds=3.0),
         dict(task="det", preset="mini", variant="1111", seed=1, status="failed", run_seconds=50.0),
         dict(task="det", preset="mini", variant="0110", seed=1, status="ok", run_seconds=90.0),  # recorded before
+        dict(task="det", preset="mini", variant="0011", seed=1, status="ok", run_seconds=50.0, train_seconds=99.0,
+             val_seconds=2.0, outside_seconds=-47.0),  # resumed, recorded before the last attempt was told apart
     ])
     table = cost_table(runs)
     assert list(table["variant"]) == ["0010", "baseline"] and list(table["outside %"]) == [4.0, 3.0]

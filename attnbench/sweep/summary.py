@@ -297,12 +297,13 @@ def pairing_notes(summary: pd.DataFrame) -> list[str]:
 def cost_table(results: pd.DataFrame) -> pd.DataFrame:
     """Where each finished run's time went (``compare.py --cost``): its wall time, training steps,
     validations and the rest (``outside_seconds``: set-up, FLOPs count, validation, logging), and
-    ``outside %``, that part's share of the run. Runs recorded before these columns are left out."""
+    ``outside %``, that part's share of the run. Runs recorded before these columns are left out, and resumed
+    runs recorded before their last attempt was told apart (``outside_seconds`` below 0)."""
     columns = ["run_seconds", "train_seconds", "val_seconds", "outside_seconds"]
     if any(c not in results for c in columns):
         return pd.DataFrame(columns=["task", "preset", "variant", "seed", *columns, "outside %"])
     ok = finished_runs(results)
-    ok = ok[ok[columns].notna().all(axis=1)]
+    ok = ok[ok[columns].notna().all(axis=1) & (ok["outside_seconds"] >= 0)]
     table = ok[["task", "preset", "variant", "seed", *columns]].assign(seed=ok["seed"].astype(int))
     table["outside %"] = (100 * table["outside_seconds"] / table["run_seconds"]).round(1)
     return table.sort_values(["task", "preset", "variant", "seed"]).reset_index(drop=True)
