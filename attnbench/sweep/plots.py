@@ -120,8 +120,8 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         x = points[column] / 1e9
         if points["seeds"].min() >= 2:
             front = pareto_front(points, column)
-            ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", label="Pareto frontier of the means",
-                    zorder=1)
+            ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", zorder=1,
+                    label="Pareto frontier of the means (differences untested)")
         seeds = points[ROW_KEY + ["kind", column]].merge(runs[ROW_KEY + ["value", "gate_max", "gate_loss_max"]], on=ROW_KEY)
         for kind, (label, marker, color) in ROW_KINDS.items():
             mine = points["kind"] == kind
