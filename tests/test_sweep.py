@@ -214,6 +214,7 @@ def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
     assert row["status"] == "ok", row.get("error")
     assert row["value"] == pytest.approx(rows["baseline"]["value"])  # the same final weights, validated
     assert row["train_seconds"] > 1000.0  # both attempts counted
+    assert 0 <= row["outside_seconds"] < row["run_seconds"]  # this attempt's, not less the first attempt's 1000 s
 
 
 @pytest.mark.slow
