@@ -143,6 +143,12 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
     compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--format", "markdown"])
     out = capsys.readouterr().out
     assert "| C1      |" in out and "| reproduced (" in out and CLAIM_STATEMENTS["C3"] in out
+    assert "incomplete" not in out
+    compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--seeds", f"0-{SEEDS - 1}"])
+    assert "incomplete" not in capsys.readouterr().out  # every seed asked is in
+    compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--seeds", f"0-{SEEDS + 3}"])
+    assert f"incomplete (det): 1 of 1 tested contrasts paired at {SEEDS} of the {SEEDS + 4} seeds asked" in \
+        capsys.readouterr().out  # a look before the registered runs are in says so
     with pytest.raises(SystemExit):
         compare.main(["--results", str(tmp_path), "--claims", "--power"])
     with pytest.raises(SystemExit):

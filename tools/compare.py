@@ -28,7 +28,8 @@ the runs record it "context mass (chance)": the mean share of the object queries
 pixels that decide their class (the generalized attention's weights, over its blocks, heads and the
 validation objects; attnbench.mm.attention_mass) and, in brackets, that context's share of the image,
 the mass uniform attention would give it. Rows not paired on all their seeds are named under the
-table, with the reason.
+table, with the reason. With --claims and --seeds, a line under the table names the tested contrasts
+paired at fewer seeds than asked: a verdict read before a registered part's runs are all in is a look.
 """
 import argparse
 import sys
@@ -93,6 +94,22 @@ def power_notes(power: pd.DataFrame, args: argparse.Namespace) -> list[str]:
         return [meaning]
     return [meaning, f"{', '.join(unpaired)}: no paired runs (no row with two seeds sharing a protocol with the "
                      "baseline): sd_difference is sqrt(2) x the pooled seed std, that of two independent runs"]
+
+
+def incomplete_notes(table: pd.DataFrame, seeds: list[int] | None) -> list[str]:
+    """A line naming the tested contrasts paired at fewer than the ``--seeds`` asked: their runs are not all
+    in, and a verdict read now is a look of its own."""
+    if seeds is None:
+        return []
+    short = table[table["p"].notna() & (table["seeds"] < len(seeds))]
+    if short.empty:
+        return []
+    where = sorted({f"{task}/{slot}" if isinstance(slot, str) and slot else task
+                    for task, slot in zip(short["task"], short["slot"])})
+    low, high = short["seeds"].min(), short["seeds"].max()
+    return [f"incomplete ({', '.join(where)}): {len(short)} of {int(table['p'].notna().sum())} tested contrasts paired "
+            f"at {low if low == high else f'{low} to {high}'} of the {len(seeds)} seeds asked; a verdict read before "
+            "every registered run is in counts as a look"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -190,10 +207,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if table.empty:
             p.error(f"no task of the {args.claims} claims in {args.results}: C1-C5, F4 and E4-seg are about images "
                     f"(det, seg and the diagnostic tasks), T1-T4 about translation ({', '.join(TRANSLATION_TASKS)})")
-        if args.by_claim:
-            print(frame_text(claim_verdicts(table), args.format))
-        else:
-            print(claims_text(table, args.format, args.alpha))
+        text = frame_text(claim_verdicts(table), args.format) if args.by_claim else claims_text(table, args.format,
+                                                                                                 args.alpha)
+        print_with_notes(text, incomplete_notes(table, args.seeds), args.format)
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)
         print_with_notes(frame_text(power, args.format), power_notes(power, args), args.format)
