@@ -26,11 +26,16 @@ def store(name: str) -> pd.DataFrame:
     return read_store_or_exit(ROOT / "results" / name, "test")
 
 
+def runs_of(name: str, task: str, seeds: range | None = None) -> pd.DataFrame:
+    runs = store(name)
+    runs = runs[runs["task"] == task]
+    return runs if seeds is None else runs[runs["seed"].astype(int).isin(seeds)]
+
+
 def learnt(name: str, task: str, variant: str, seeds: range, preset: str = "mini") -> tuple[int, int]:
     """k of n: the runs of ``variant`` on a diagnostic ``task`` that learnt its rule, at ``seeds``."""
-    runs = successful_runs(store(name))
-    runs = runs[(runs["task"] == task) & (runs["variant"] == variant) & (runs["preset"] == preset)
-                & runs["seed"].astype(int).isin(seeds)]
+    runs = successful_runs(runs_of(name, task, seeds))
+    runs = runs[(runs["variant"] == variant) & (runs["preset"] == preset)]
     return int(runs["learnt"].sum()), len(runs)
 
 
@@ -50,8 +55,7 @@ def interval(k: int, n: int) -> str:
 
 def detectable(task: str) -> tuple[float, float]:
     """The smallest and largest contrast the claims re-run's ten paired seeds detect on ``task``."""
-    runs = store("claims")
-    table = all_claims_table(runs[runs["seed"].astype(int).between(110, 119) & (runs["task"] == task)])
+    table = all_claims_table(runs_of("claims", task, range(110, 120)))
     return table["detectable"].min(), table["detectable"].max()
 
 
@@ -87,12 +91,6 @@ def translation_family() -> str:
     return f"Holm over the {words[len(TRANSLATION_CLAIMS)]} contrasts"
 
 
-def runs_of(name: str, task: str, seeds: range | None = None) -> pd.DataFrame:
-    runs = store(name)
-    runs = runs[runs["task"] == task]
-    return runs if seeds is None else runs[runs["seed"].astype(int).isin(seeds)]
-
-
 def effect(name: str, task: str, term: str, slot: str = "", seeds: range | None = None) -> pd.Series:
     """One term's main effect (``compare.py --effects``) on a task (and slot)."""
     effects = factor_effects(runs_of(name, task, seeds))
@@ -116,10 +114,10 @@ def first_study_translation() -> str:
 def flag_claims() -> str:
     """The detector's flag rule in the claims re-run: how often each attention row learnt it, the baseline's
     count, and the smallest Holm p of the contrasts between rows."""
-    runs = successful_runs(runs_of("claims", "det-flag", range(110, 120)))
-    learnt = runs.groupby("variant")["learnt"].sum()
+    runs = runs_of("claims", "det-flag", range(110, 120))
+    learnt = successful_runs(runs).groupby("variant")["learnt"].sum()
     attention = learnt.drop("baseline")
-    table = all_claims_table(runs_of("claims", "det-flag", range(110, 120)))
+    table = all_claims_table(runs)
     return (f"({attention.min()} to {attention.max()} of 10 seeds, the baseline at "
             f"{'none' if learnt['baseline'] == 0 else learnt['baseline']}), but no contrast between rows is decided "
             f"(smallest Holm p {table['p_holm'].min():.3f})")
