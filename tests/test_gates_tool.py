@@ -107,6 +107,40 @@ def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):
     assert without_rule.returncode != 0 and "diagnostic rule" in without_rule.stderr
 
 
+def test_start_asks_whether_a_runs_start_foretells_the_rule_learnt(tmp_path):
+    """Runs of two final stores against their one-iteration starts; the exact two-sided Mann-Whitney p of
+    3 against 3 runs is 2/20 where the groups do not overlap, and 14/20 where the learnt runs exceed the
+    others in 3 of the 9 pairs (U = 3: P(U <= 3) = (1 + 1 + 2 + 3)/20 under the null, doubled)."""
+    finals, starts = [[], []], []
+    # seed: (learnt, first loss, mass after one step)
+    runs = {0: (True, 1.0, 0.05), 1: (True, 1.1, 0.03), 2: (False, 2.0, 0.04), 3: (True, 1.2, 0.07),
+            4: (False, 2.1, 0.06), 5: (False, 2.2, 0.08)}
+    for seed, (learnt, loss, mass) in runs.items():
+        rows = finals[seed // 3]
+        add_run(tmp_path, rows, f"f{seed}", "1111", seed, None)
+        rows[-1].update(task="fcn-flag", value_context=0.99 if learnt else 0.55)
+        add_run(tmp_path, starts, f"s{seed}", "1111", seed, None)
+        starts[-1].update(task="fcn-flag", value_context=0.5, loss_first=loss, mass_context=mass)
+    add_run(tmp_path, starts, "s9", "1111", 9, None)  # no final run of its own: left out
+    starts[-1].update(task="fcn-flag", loss_first=9.0, mass_context=0.5)
+    for name, rows in (("a", finals[0]), ("b", finals[1]), ("start", starts)):
+        (tmp_path / name).mkdir()
+        pd.DataFrame(rows).reindex(columns=list(COLUMNS)).to_csv(tmp_path / name / "results.csv", index=False)
+
+    def gates(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "tools/gates.py"), "--results",
+                               f"{tmp_path / 'a'},{tmp_path / 'b'}", *flags], capture_output=True, text=True)
+
+    table = gates("--start", str(tmp_path / "start")).stdout.splitlines()
+    loss, mass = (line.split() for line in table[1:])
+    assert loss[3:6] == ["loss_first", "3/6", "1.1000"] and loss[-1] == "0.1000"
+    assert mass[3] == "mass_context" and mass[-1] == "0.7000"
+    per_run = gates("--start", str(tmp_path / "start"), "--runs").stdout
+    assert len(per_run.splitlines()) == 1 + 6 and "9.0" not in per_run
+    old = gates("--start", str(tmp_path / "a"))  # a store from before the columns
+    assert old.returncode != 0 and "records no loss_first, mass_context" in old.stderr
+
+
 def test_a_store_without_gated_checkpoints_says_so(tmp_path):
     store, rows = tmp_path / "store", []
     add_run(store, rows, "b0", "baseline", 0, torch.nn.Conv2d(3, 8, 3))

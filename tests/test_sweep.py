@@ -146,6 +146,29 @@ def test_a_run_forked_by_the_server_trains_as_one_run_in_a_process_of_its_own(sw
     assert list((runner.store.root / "runs").glob("fork-server-*.log"))  # the servers' own output
 
 
+def test_the_summary_keeps_the_loss_of_the_first_iteration_only():
+    from types import SimpleNamespace
+
+    from mmengine.logging import MessageHub
+
+    from attnbench.mm.hooks import RunSummaryHook
+
+    runner = SimpleNamespace(iter=0, message_hub=MessageHub.get_instance("test-loss-first"))
+    hook = RunSummaryHook()
+    hook.before_run(runner)
+    hook.before_train(runner)
+    assert np.isnan(hook.extra["loss_first"])  # nothing trained yet
+    for loss in (2.5, 1.5):
+        hook.after_train_iter(runner, 0, outputs=dict(loss=torch.tensor(loss)))
+        runner.iter += 1
+    assert hook.extra["loss_first"] == 2.5 and runner.message_hub.get_info("loss_first") == 2.5
+    resumed = RunSummaryHook()  # a later attempt reads it back from the checkpoint's message hub
+    resumed.before_run(runner)
+    resumed.before_train(runner)
+    resumed.after_train_iter(runner, 0, outputs=dict(loss=torch.tensor(0.5)))
+    assert resumed.extra["loss_first"] == 2.5
+
+
 def test_the_cost_table_gives_each_finished_runs_share_outside_training():
     runs = pd.DataFrame([
         dict(task="det", preset="mini", variant="0010", seed=1, status="ok", run_seconds=200.0, train_seconds=196.0,
@@ -215,6 +238,7 @@ def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
     assert row["value"] == pytest.approx(rows["baseline"]["value"])  # the same final weights, validated
     assert row["train_seconds"] > 1000.0  # both attempts counted
     assert 0 <= row["outside_seconds"] < row["run_seconds"]  # this attempt's, not less the first attempt's 1000 s
+    assert row["loss_first"] == rows["baseline"]["loss_first"] > 0  # the first attempt's, restored from the checkpoint
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ and the mean length of the deformable convolutions' offsets.
 
     python tools/gates.py --results results/flags [--runs] [--tasks det-flag] [--format text|markdown]
     python tools/gates.py --results results/claims --tasks fcn-flag --moved-by-loss 0.01
+    python tools/gates.py --results results/protocol,results/claims --tasks fcn-flag --start results/flag-start
     python tools/gates.py --decay-only configs/segmentation/deeplabv3_r50w8-d8-attn1111_mini-shapes-128x128.py
     python tools/gates.py --decay-only configs/detection/faster-rcnn_r50w8-attn1111_fpn_mini-shapes.py --iters-per-epoch 50
 
@@ -19,7 +20,12 @@ alone) out of those that record it, and the mean offset length in pixels; ``--ru
 (with ``learnt`` on a diagnostic rule).
 ``--moved-by-loss T`` asks of the diagnostic runs whether a run learnt its rule exactly when the loss
 moved its gates by T or more (``gate_loss_max >= T``): per variant, the runs in each of the four cells
-and how many agree. ``--decay-only CONFIG`` prints where weight decay
+and how many agree. ``--start STORE`` asks whether a diagnostic run's start foretells that it learnt its
+rule: STORE holds one-iteration runs (``--cfg-options train_cfg.max_iters=1``) of the same task, preset,
+variant and seed as runs of RESULTS, which records whether each learnt it; per variant and start column
+(``loss_first``: the loss of the initial weights on the first batch; ``mass_context``: the attention mass
+on the deciding context after that one step) the mean and range of the runs that learnt the rule and of
+those that did not, and the exact two-sided Mann-Whitney p (``--runs``: every run). ``--decay-only CONFIG`` prints where weight decay
 alone takes a gate under CONFIG's optimizer and learning-rate schedule (its gradient always 0): the
 value a gate ends at when the loss never moves it (``--iters-per-epoch`` for a config that trains by
 epoch: its training images over the batch size).
@@ -27,24 +33,30 @@ epoch: its training images over the batch size).
 import argparse
 from pathlib import Path
 
-from attnbench.mm.gates import decay_only_gate, moved_against_learnt, opened_count, opening, run_gates
+import pandas as pd
+
+from attnbench.mm.gates import (decay_only_gate, moved_against_learnt, opened_count, opening, run_gates,
+                                start_against_learnt)
 from attnbench.sweep.store import read_store_or_exit
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     try:
-        report()
+        report(argv)
     except ValueError as error:
         raise SystemExit(f"gates.py: {error}") from None
 
 
-def report() -> None:
+def report(argv: list[str] | None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default="results/sweep", help="results folder (default: results/sweep)")
+    p.add_argument("--results", default="results/sweep",
+                   help="results folder, or several comma-separated (default: results/sweep)")
     p.add_argument("--runs", action="store_true", help="one line per run instead of per variant")
     p.add_argument("--tasks", help="only these tasks (comma-separated, e.g. det-flag,fcn-flag)")
     p.add_argument("--moved-by-loss", type=float, metavar="T",
                    help="per variant of the diagnostic runs: learnt or not against gate_loss_max >= T or not")
+    p.add_argument("--start", metavar="STORE",
+                   help="one-iteration runs of RESULTS' diagnostic runs: does their start foretell a rule learnt?")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     p.add_argument("--decay-only", metavar="CONFIG|TASK",
                    help="print where weight decay alone takes a gate started at 1 under CONFIG's schedule; or "
@@ -53,7 +65,7 @@ def report() -> None:
     p.add_argument("--variant", default="1111", help="with --decay-only TASK: the run's variant (default: 1111)")
     p.add_argument("--iters-per-epoch", type=int, metavar="N",
                    help="with --decay-only, for a config that trains by epoch: its iterations per epoch")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.iters_per_epoch is not None and not args.decay_only:
         p.error("--iters-per-epoch goes with --decay-only")
     if args.decay_only and Path(args.decay_only).suffix != ".py":
@@ -71,14 +83,22 @@ def report() -> None:
 
     if args.moved_by_loss is not None and args.runs:
         p.error("--moved-by-loss counts runs per variant; --runs lists them")
-    results = read_store_or_exit(args.results, "gates.py")
+    if args.moved_by_loss is not None and args.start:
+        p.error("--moved-by-loss and --start ask two different questions: give one")
+    stores = {store: read_store_or_exit(store, "gates.py") for store in args.results.split(",")}
     if args.tasks:
         tasks = args.tasks.split(",")
-        unknown = sorted(set(tasks) - set(results["task"]))
+        found = set().union(*(set(results["task"]) for results in stores.values()))
+        unknown = sorted(set(tasks) - found)
         if unknown:
-            p.error(f"no run of {args.results} on {', '.join(unknown)} (its tasks: {', '.join(sorted(set(results['task'])))})")
-        results = results[results["task"].isin(tasks)]
-    table, missing = opening(results, Path(args.results))
+            p.error(f"no run of {args.results} on {', '.join(unknown)} (its tasks: {', '.join(sorted(found))})")
+        stores = {store: results[results["task"].isin(tasks)] for store, results in stores.items()}
+    if args.start:
+        runs, table = start_against_learnt(pd.concat(stores.values()), read_store_or_exit(args.start, "gates.py"))
+        show(runs if args.runs else table, args.format)
+        return
+    opened = [opening(results, Path(store)) for store, results in stores.items()]
+    table, missing = pd.concat([table for table, _ in opened]), sum(missing for _, missing in opened)
     if table.empty:
         raise SystemExit(f"gates.py: no run of {args.results} records a residual gate or an offset "
                          f"({missing} attention runs record neither and have no checkpoint)")
@@ -91,11 +111,15 @@ def report() -> None:
             highest=("gate_max", "max"), mean_gate_loss_max=("gate_loss_max", "mean"),
             highest_gate_loss_max=("gate_loss_max", "max"), opened_by_loss=("gate_loss_opened", opened_count),
             mean_offset_px=("offset_mean_px", "mean")).reset_index()
-    table = table.dropna(axis=1, how="all")
-    print(table.to_markdown(index=False, floatfmt=".4f") if args.format == "markdown"
-          else table.to_string(index=False, float_format="%.4f"))
+    show(table, args.format)
     if missing:
         print(f"\n{missing} finished attention runs record no gate or offset and have no checkpoint left: not counted")
+
+
+def show(table: pd.DataFrame, form: str) -> None:
+    table = table.dropna(axis=1, how="all")
+    print(table.to_markdown(index=False, floatfmt=".4f") if form == "markdown"
+          else table.to_string(index=False, float_format="%.4f"))
 
 
 if __name__ == "__main__":

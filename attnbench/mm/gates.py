@@ -1,6 +1,7 @@
 """How far a run's attention left its start: the gates' final |gamma| read from a store or a checkpoint, where
 weight decay alone takes a gate under a config's optimizer and schedule (the gate a loss never moved), and
-whether the loss moved the gates of exactly the runs that learnt their diagnostic rule (tools/gates.py)."""
+whether the loss moved the gates of exactly the runs that learnt their diagnostic rule, and whether a run's
+start (its first loss, its attention mass after one step) foretells that it learnt it (tools/gates.py)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ import torch
 
 from attnbench.mm.hooks import DecayOnlyGate, gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
-from attnbench.sweep.summary import successful_runs
+from attnbench.sweep.summary import range_text, successful_runs
 
 
 def checkpoint_gate_max(run_dir: Path) -> float | None:
@@ -137,3 +138,43 @@ def moved_against_learnt(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
     counts["agree"] = [f"{a + d}/{n}" for a, d, n in
                        zip(counts["learnt, moved"], counts["not learnt, not moved"], counts["runs"])]
     return counts
+
+
+#: What a run's one-iteration start records (``--cfg-options train_cfg.max_iters=1``): the loss of its
+#: initial weights on its first batch, and its attention mass on the deciding context after that one step.
+START_COLUMNS = ("loss_first", "mass_context")
+
+
+def start_against_learnt(finals: pd.DataFrame, starts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Whether a diagnostic run's start foretells that it learnt its rule. ``starts`` holds one-iteration
+    runs of the same task, preset, variant and seed as runs in ``finals``. Returns one row per run
+    (``learnt`` from ``finals``; :data:`START_COLUMNS` from ``starts``) and, per task, preset and variant,
+    one row per start column: its mean among the runs that learnt the rule and among those that did not,
+    each group's range, and the exact two-sided Mann-Whitney p of the two groups (NaN where a group is empty)."""
+    from scipy.stats import mannwhitneyu
+
+    key = ["task", "preset", "variant", "seed"]
+    learnt = successful_runs(finals).dropna(subset=["value_context"])[[*key, "learnt"]].drop_duplicates()
+    if learnt.duplicated(key).any():
+        raise ValueError("the final stores disagree on whether a run learnt its rule: "
+                         + ", ".join(map(str, learnt[learnt.duplicated(key, keep=False)][key].values.tolist())))
+    start = successful_runs(starts)
+    missing = [column for column in START_COLUMNS if column not in start or start[column].isna().all()]
+    if missing:
+        raise ValueError(f"the start store records no {', '.join(missing)}: runs written before the column")
+    runs = learnt.merge(start[[*key, *START_COLUMNS]].drop_duplicates(key, keep="last"), on=key)
+    if runs.empty:
+        raise ValueError("no start matches a finished diagnostic run (same task, preset, variant and seed)")
+    runs = runs.sort_values(key).reset_index(drop=True)
+    rows = []
+    for (task, preset, variant), group in runs.groupby(["task", "preset", "variant"], sort=False):
+        yes, no = group[group["learnt"]], group[~group["learnt"]]
+        for column in START_COLUMNS:
+            p = (mannwhitneyu(yes[column], no[column], alternative="two-sided", method="exact").pvalue
+                 if len(yes) and len(no) else math.nan)
+            rows.append(dict(task=task, preset=preset, variant=variant, start=column,
+                             learnt=f"{len(yes)}/{len(group)}", mean_learnt=yes[column].mean(),
+                             range_learnt=range_text(yes[column].min(), yes[column].max()),
+                             mean_not_learnt=no[column].mean(),
+                             range_not_learnt=range_text(no[column].min(), no[column].max()), p_mann_whitney=p))
+    return runs, pd.DataFrame(rows)

@@ -24,7 +24,8 @@ class StopOnInvalidLossHook(Hook):
 class RunSummaryHook(Hook):
     """Keep the last validation metrics, the run's wall time and the part of it spent validating; write
     them and ``extra`` values (FLOPs, parameters) to the W&B run summary before the visualizer closes
-    at the end of training.
+    at the end of training. ``extra["loss_first"]`` is the training loss of the first iteration (of the
+    initial weights, before any step); NaN for a run resumed from a checkpoint written before it was kept.
 
     ``train_seconds`` spans every attempt of a run: the time so far travels in the message hub that
     each checkpoint saves, so a killed run resumed from its last checkpoint adds to it (the time
@@ -52,9 +53,14 @@ class RunSummaryHook(Hook):
 
     def before_train(self, runner) -> None:
         self.earlier_seconds = runner.message_hub.get_info("train_seconds", 0.0)  # restored on resume
+        self.extra["loss_first"] = runner.message_hub.get_info("loss_first", math.nan)
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
-        runner.message_hub.update_info("train_seconds", self._elapsed())  # saved with the next checkpoint
+        hub = runner.message_hub
+        hub.update_info("train_seconds", self._elapsed())  # saved with the next checkpoint, as is loss_first
+        if runner.iter == 0 and "loss" in (outputs or {}):
+            self.extra["loss_first"] = float(outputs["loss"])
+            hub.update_info("loss_first", self.extra["loss_first"])
 
     def before_val_epoch(self, runner) -> None:
         self._val_started = time.perf_counter()

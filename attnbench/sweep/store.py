@@ -27,6 +27,7 @@ from filelock import FileLock
 #: query's generalized-attention weight on the pixels that decide its class, mean over blocks, heads and
 #: validation objects), ``mass_context_E1`` .. ``_E4`` each term's alone, ``mass_context_chance`` the
 #: context's share of the image, uniform attention's mass (attnbench.mm.attention_mass); empty elsewhere.
+#: ``loss_first`` is the training loss of the run's first iteration (its initial weights; empty for rows before it).
 #: ``world_size`` is the number of processes (ranks) the run trained on and ``train_iters`` its optimizer steps
 #: (each rank's batches: on N ranks an epoch has 1/N of them), empty for rows written before them.
 #: ``run_seconds`` is the worker's wall time, ``val_seconds`` the validations' (within ``train_seconds``),
@@ -39,7 +40,7 @@ COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_iters", "train_seconds", "val_seconds", "run_seconds", "outside_seconds",
-    "peak_memory_mb",
+    "peak_memory_mb", "loss_first",
     "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
     "threads", "world_size", "device", "torch_version", "mmcv_version", "status", "error",

@@ -34,7 +34,7 @@ class Report:
     """``tools/<tool>.py ARGS``, what it prints written to the file ``out`` when given; ``{results}`` in either
     is the part's store (or the ``--results`` given)."""
 
-    tool: str  # compare, plot or flops_table
+    tool: str  # compare, plot, flops_table or gates
     args: tuple[str, ...]
     out: str | None = None
 
@@ -175,6 +175,13 @@ def study_parts() -> dict[str, Part]:
                       "fcn-flag", "250-259"),
         _confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag", "250-259",
                       preset="long"),
+        Part("fcn-flag-start", "where the FCN segmentor's 1111 runs on fcn-flag started (first loss, attention mass "
+                               "after one step): one iteration at the seeds of its full runs (30-39, 110-119), and "
+                               "whether the start foretells the rule learnt", "results/flag-start",
+             (_store("results/flag-start", "--tasks", "fcn-flag", "--factors", "1111", "--no-baseline",
+                     "--seeds", "30-39,110-119", "--cfg-options", "train_cfg.max_iters=1"),),
+             (Report("gates", ("--results", "results/protocol,results/claims", "--tasks", "fcn-flag",
+                               "--start", "{results}", "--format", "markdown"), "{results}/start.md"),)),
         *(Part(f"claims-{task}", f"the study's image claims re-run under the protocol on {task}: the rows of the "
                                  "claims' contrasts at the seeds fixed with the predictions", "results/claims",
                (_store("results/claims", "--tasks", task, "--modules", _claim_rows("CLAIMS"), "--seeds", "110-119"),))
