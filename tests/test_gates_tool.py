@@ -110,7 +110,8 @@ def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):
 def test_start_asks_whether_a_runs_start_foretells_the_rule_learnt(tmp_path):
     """Runs of two final stores against their one-iteration starts; the exact two-sided Mann-Whitney p of
     3 against 3 runs is 2/20 where the groups do not overlap, and 14/20 where the learnt runs exceed the
-    others in 3 of the 9 pairs (U = 3: P(U <= 3) = (1 + 1 + 2 + 3)/20 under the null, doubled)."""
+    others in 3 of the 9 pairs (U = 3: P(U <= 3) = (1 + 1 + 2 + 3)/20 under the null, doubled); Holm
+    doubles the smaller and keeps the larger."""
     finals, starts = [[], []], []
     # seed: (learnt, first loss, mass after one step)
     runs = {0: (True, 1.0, 0.05), 1: (True, 1.1, 0.03), 2: (False, 2.0, 0.04), 3: (True, 1.2, 0.07),
@@ -133,8 +134,8 @@ def test_start_asks_whether_a_runs_start_foretells_the_rule_learnt(tmp_path):
 
     table = gates("--start", str(tmp_path / "start")).stdout.splitlines()
     loss, mass = (line.split() for line in table[1:])
-    assert loss[3:6] == ["loss_first", "3/6", "1.1000"] and loss[-1] == "0.1000"
-    assert mass[3] == "mass_context" and mass[-1] == "0.7000"
+    assert loss[3:6] == ["loss_first", "3/6", "1.1000"] and loss[-2:] == ["0.1000", "0.2000"]  # p, Holm's p
+    assert mass[3] == "mass_context" and mass[-2:] == ["0.7000", "0.7000"]
     per_run = gates("--start", str(tmp_path / "start"), "--runs").stdout
     assert len(per_run.splitlines()) == 1 + 6 and "9.0" not in per_run
     old = gates("--start", str(tmp_path / "a"))  # a store from before the columns

@@ -133,6 +133,16 @@ def closed_gate_power() -> str:
             f"{power['seeds_needed']}")
 
 
+def flag_start() -> str:
+    """The start of the FCN segmentor's flag runs against the rule learnt (results/flag-start)."""
+    from attnbench.mm.gates import start_against_learnt
+
+    finals = pd.concat([runs_of("protocol", "fcn-flag"), runs_of("claims", "fcn-flag")])
+    _, table = start_against_learnt(finals, store("flag-start"))
+    p = table.set_index("start")["p_holm"]
+    return f"the prediction holds (Holm p {p['loss_first']:.3f} and {p['mass_context']:.3f})"
+
+
 def flag_rows(task: str) -> str:
     """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
     (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
@@ -146,7 +156,7 @@ FACTS = {
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
-                            lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
+                            lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start],
 }
 
 

@@ -12,6 +12,7 @@ import torch
 
 from attnbench.mm.hooks import DecayOnlyGate, gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
+from attnbench.sweep.stats import holm
 from attnbench.sweep.summary import range_text, successful_runs
 
 
@@ -150,7 +151,8 @@ def start_against_learnt(finals: pd.DataFrame, starts: pd.DataFrame) -> tuple[pd
     runs of the same task, preset, variant and seed as runs in ``finals``. Returns one row per run
     (``learnt`` from ``finals``; :data:`START_COLUMNS` from ``starts``) and, per task, preset and variant,
     one row per start column: its mean among the runs that learnt the rule and among those that did not,
-    each group's range, and the exact two-sided Mann-Whitney p of the two groups (NaN where a group is empty)."""
+    each group's range, the exact two-sided Mann-Whitney p of the two groups (NaN where a group is empty) and
+    ``p_holm``, Holm's adjustment over a variant's start columns."""
     from scipy.stats import mannwhitneyu
 
     key = ["task", "preset", "variant", "seed"]
@@ -168,7 +170,7 @@ def start_against_learnt(finals: pd.DataFrame, starts: pd.DataFrame) -> tuple[pd
     runs = runs.sort_values(key).reset_index(drop=True)
     rows = []
     for (task, preset, variant), group in runs.groupby(["task", "preset", "variant"], sort=False):
-        yes, no = group[group["learnt"]], group[~group["learnt"]]
+        yes, no, first = group[group["learnt"]], group[~group["learnt"]], len(rows)
         for column in START_COLUMNS:
             p = (mannwhitneyu(yes[column], no[column], alternative="two-sided", method="exact").pvalue
                  if len(yes) and len(no) else math.nan)
@@ -177,4 +179,6 @@ def start_against_learnt(finals: pd.DataFrame, starts: pd.DataFrame) -> tuple[pd
                              range_learnt=range_text(yes[column].min(), yes[column].max()),
                              mean_not_learnt=no[column].mean(),
                              range_not_learnt=range_text(no[column].min(), no[column].max()), p_mann_whitney=p))
+        for row, adjusted in zip(rows[first:], holm([row["p_mann_whitney"] for row in rows[first:]])):
+            row["p_holm"] = adjusted
     return runs, pd.DataFrame(rows)
