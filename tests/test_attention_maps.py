@@ -13,14 +13,7 @@ from attnbench.attention import (
 from attnbench.attention.attention_maps import enabled_terms
 from reference import attention_weights, padding, params64, randomize, sinusoid
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The tensors here are tiny: intra-op threads only add start-up cost, and stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def masked_softmax(logits, hidden, hard=0):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from attnbench.mm.attention_figures import chosen, nmt_slot, stage
 from attnbench.mm.attention_mass import MASS_KEYS
 from attnbench.sweep.plan import build_plan
 from attnbench.sweep.runs import find_run, retrain_command
@@ -25,14 +26,13 @@ def load_tool():
 
 
 def test_figures_are_named_by_stage_or_slot_and_keep_the_last_block_of_each():
-    tool = load_tool()
     names = ["backbone.layer2.0.gen_attention_block", "backbone.layer2.1.gen_attention_block",
              "backbone.layer3.0.gen_attention_block"]
-    assert tool.chosen(names, tool.stage, False, "block") == {"conv3": names[1], "conv4": names[2]}
-    assert list(tool.chosen(names, tool.stage, True, "block")) == ["conv3_block0", "conv3_block1", "conv4_block0"]
-    assert tool.nmt_slot("decoder_layers.1.cross_attn.attention") == ("enc-dec", 1)
-    assert tool.nmt_slot("encoder_layers.0.self_attn.attention") == ("enc-self", 0)
-    assert tool.query_point("40,64.5") == (40.0, 64.5)
+    assert chosen(names, stage, False, "block") == {"conv3": names[1], "conv4": names[2]}
+    assert list(chosen(names, stage, True, "block")) == ["conv3_block0", "conv3_block1", "conv4_block0"]
+    assert nmt_slot("decoder_layers.1.cross_attn.attention") == ("enc-dec", 1)
+    assert nmt_slot("encoder_layers.0.self_attn.attention") == ("enc-self", 0)
+    assert load_tool().query_point("40,64.5") == (40.0, 64.5)
 
 
 @pytest.fixture(scope="module")

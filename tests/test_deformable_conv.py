@@ -11,14 +11,7 @@ from attnbench.attention.deformable_conv1d import DeformConv1d
 from attnbench.flops import count_macs
 from reference import params64
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The tensors here are tiny: intra-op threads only add start-up cost, and stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tent(size: int, position: torch.Tensor) -> torch.Tensor:
