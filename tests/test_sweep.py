@@ -185,14 +185,14 @@ def test_the_cost_table_gives_each_finished_runs_share_outside_training():
     assert cost_table(runs.drop(columns="outside_seconds")).empty
 
 
-def test_a_resumed_runs_time_outside_training_is_its_last_attempts():
+def test_the_time_outside_training_is_the_attempts_wall_time_less_its_training_steps():
     """A run resumed from a checkpoint: train_seconds spans both attempts (300 s before the kill, 200 s
-    after), run_seconds the last attempt's 230 s, of which 200 - 10 trained."""
+    after), run_seconds the last attempt's 230 s, of which 200 - 10 trained; a failed run has no share."""
     from attnbench.sweep.worker import _cost
 
     row = dict(train_seconds=500.0, val_seconds=10.0)
-    assert _cost(row, 230.0, earlier_train_seconds=300.0) == dict(run_seconds=230.0, outside_seconds=40.0)
-    assert _cost(row, 530.0) == dict(run_seconds=530.0, outside_seconds=40.0)  # one attempt
+    assert _cost(row, 230.0, attempt_train_seconds=200.0) == dict(run_seconds=230.0, outside_seconds=40.0)
+    assert _cost(dict(status="failed"), 12.0, None) == dict(run_seconds=12.0)
 
 
 def test_the_sweep_writes_the_generated_data_before_its_runs(tmp_path, monkeypatch):

@@ -46,15 +46,14 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _cost(row: dict, run_seconds: float, earlier_train_seconds: float = 0.0) -> dict:
+def _cost(row: dict, run_seconds: float, attempt_train_seconds: float | None) -> dict:
     """``run_seconds``, this attempt's wall time in the worker (imports and set-up, FLOPs count, training,
     validation, logging), and ``outside_seconds``, the part of it not spent in training steps: ``run_seconds -
-    (train_seconds - earlier_train_seconds - val_seconds)``. A resumed run's ``train_seconds`` spans its
-    attempts; ``earlier_train_seconds``, the earlier attempts' share, leaves this attempt's."""
+    (attempt_train_seconds - val_seconds)``, where ``attempt_train_seconds`` is this attempt's share of the
+    run's ``train_seconds`` (a resumed run's spans its attempts); none for a run that did not finish."""
     cost = {"run_seconds": round(run_seconds, 1)}
-    if "train_seconds" in row:
-        attempt = row["train_seconds"] - earlier_train_seconds
-        cost["outside_seconds"] = round(run_seconds - attempt + row["val_seconds"], 1)
+    if attempt_train_seconds is not None:
+        cost["outside_seconds"] = round(run_seconds - attempt_train_seconds + row["val_seconds"], 1)
     return cost
 
 
@@ -106,8 +105,9 @@ def _wandb_backend(run: dict, wandb_id: str) -> dict:
         mode=wandb["mode"], tags=[run["task"], run["preset"], run["variant"]]))
 
 
-def execute(run: dict) -> dict:
-    """Run one training + evaluation; return the measured part of its result row."""
+def execute(run: dict) -> tuple[dict, float]:
+    """Run one training + evaluation; return the measured part of its result row, and this attempt's share
+    of its ``train_seconds`` (which spans every attempt of a resumed run)."""
     import torch
     from mmengine.runner import Runner
 
@@ -158,7 +158,6 @@ def execute(run: dict) -> dict:
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
     row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
-               earlier_train_seconds=recorder.earlier_seconds,
                val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
                **protocol, **recorder.extra)
@@ -167,7 +166,7 @@ def execute(run: dict) -> dict:
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
-    return row
+    return row, recorder.train_seconds - recorder.earlier_seconds
 
 
 def work(run_path: str, result_path: str) -> int:
@@ -181,13 +180,12 @@ def work(run_path: str, result_path: str) -> int:
     with open(run_path) as f:
         run = json.load(f)
     try:
-        row = execute(run) | {"status": "ok"}
-        code = 0
+        row, attempt_seconds = execute(run)
+        row, code = row | {"status": "ok"}, 0
     except Exception as e:  # recorded in the results store; the sweep goes on
         traceback.print_exc()
-        row, code = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1
-    earlier = row.pop("earlier_train_seconds", 0.0)
-    row |= _cost(row, time.perf_counter() - clock, earlier) | {"started_at": started, "finished_at": utc_now()}
+        row, code, attempt_seconds = {"status": "failed", "error": f"{type(e).__name__}: {e}"[:500]}, 1, None
+    row |= _cost(row, time.perf_counter() - clock, attempt_seconds) | {"started_at": started, "finished_at": utc_now()}
     if code and "SLURM_JOB_ID" in os.environ:  # where to look: the job and the file this process writes to
         row["error"] += f" (Slurm job {os.environ['SLURM_JOB_ID']}, log {_output_path()})"
     if rank == 0:
