@@ -143,6 +143,13 @@ def flag_start() -> str:
     return f"the prediction holds (Holm p {p['loss_first']:.3f} and {p['mass_context']:.3f})"
 
 
+def fcn_flag_screen() -> str:
+    """The glance table's line of the FCN segmentor's conv2-on screen (results/protocol, seeds 240-243)."""
+    (k_base, n_base), (k, n) = (learnt("protocol", "fcn-flag", row, range(240, 244)) for row in ("baseline",
+                                                                                             "1111:stages=2-5"))
+    return f"| 240-243 | {k_base} of {n_base} | `1111:stages=2-5` {k} of {n}"
+
+
 def flag_rows(task: str) -> str:
     """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
     (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
@@ -156,7 +163,8 @@ FACTS = {
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
-                            lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start],
+                            lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start,
+                            fcn_flag_screen],
 }
 
 
