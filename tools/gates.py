@@ -25,10 +25,10 @@ rule: STORE holds one-iteration runs (``--cfg-options train_cfg.max_iters=1``) o
 variant and seed as runs of RESULTS, which records whether each learnt it; per variant and start column
 (``loss_first``: the loss of the initial weights on the first batch; ``mass_context``: the attention mass
 on the deciding context after that one step) the mean and range of the runs that learnt the rule and of
-those that did not, the exact two-sided Mann-Whitney p and Holm's over the columns (``--runs``: every run). ``--decay-only CONFIG`` prints where weight decay
-alone takes a gate under CONFIG's optimizer and learning-rate schedule (its gradient always 0): the
-value a gate ends at when the loss never moves it (``--iters-per-epoch`` for a config that trains by
-epoch: its training images over the batch size).
+those that did not, the exact two-sided Mann-Whitney p and Holm's over the columns (``--runs``: every
+run). ``--decay-only CONFIG`` prints where weight decay alone takes a gate under CONFIG's optimizer and
+learning-rate schedule (its gradient always 0): the value a gate ends at when the loss never moves it
+(``--iters-per-epoch`` for a config that trains by epoch: its training images over the batch size).
 """
 import argparse
 from pathlib import Path
