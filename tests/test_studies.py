@@ -1,7 +1,9 @@
 """The study as data (attnbench.sweep.studies): every part plans, the finished parts plan exactly the runs their
 committed stores hold, and `tools/sweep.py --study` runs parts with the flags given."""
+import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -19,11 +21,52 @@ import sweep  # noqa: E402  (tools/sweep.py)
 #: its rows' configs, and ids, predate it.
 FINISHED = ("protocol-confirm", "position-screen", "side-screen", "side-lr-screen",
             "side-long-screen", "flag-long-screen", "side-fcn-screen", "claims-det", "claims-seg", "claims-tradeoff",
-            "claims-flag", "claims-side", "l10n-pilot", "mini-corpus-claims")
+            "claims-flag", "claims-side", "l10n-pilot", "mini-corpus-claims", "fcn-flag-screen", "fcn-flag-start")
 
 
+def registrations() -> dict[str, str]:
+    """Each part named in docs/registry.md's table -> the commit of its first registration there."""
+    first = {}
+    for line in (ROOT / "docs" / "registry.md").read_text().splitlines():
+        if re.match(r"\| \d{4}-\d\d-\d\d \|", line):
+            cells = [cell.strip() for cell in line.split("|")[1:-1]]
+            for name in re.findall(r"`([^`]+)`", cells[3]):
+                first.setdefault(name, cells[1])
+    return first
+
+
+#: The registered parts with runs in their stores: finished, or running seed by seed (l10n-claims).
+RAN = [name for name in (*FINISHED, "l10n-claims") if name in registrations()]
+
+
+@cache  # the finished-part tests plan the same parts: once each
 def planned(part, *flags: str) -> list:
     return [run for args in part.sweeps for run in sweep.plan(sweep.parse_args([*COMMON, *with_flags(args, list(flags))]))]
+
+
+def test_the_registry_names_parts_that_exist():
+    named = {name for name in registrations() if re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", name)}
+    assert named - set(study_parts()) == set()
+    assert {"protocol-confirm", "claims-det", "l10n-claims", "fcn-flag-start"} <= named
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RAN)
+def test_a_registered_parts_runs_started_after_the_commit_that_registered_it(name):
+    """Predictions before runs: every run of the part in its committed store started after the commit
+    time of the part's first line in docs/registry.md (the commit holds the prediction and the seeds)."""
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], capture_output=True, text=True, cwd=ROOT)
+    if shallow.returncode or shallow.stdout.strip() == "true":
+        pytest.skip("needs the repository's history (a full git clone)")
+    commit = registrations()[name]
+    registered = pd.Timestamp(subprocess.run(["git", "show", "-s", "--format=%cI", commit], capture_output=True,
+                                             text=True, check=True, cwd=ROOT).stdout.strip())
+    part = study_parts()[name]
+    store = pd.read_csv(ROOT / part.results / "results.csv")
+    runs = store[store["run_id"].isin({run.run_id for run in planned(part)})]
+    assert len(runs), f"no run of {name} in {part.results}"
+    early = runs[pd.to_datetime(runs["started_at"], utc=True) < registered]
+    assert early.empty, f"{len(early)} runs of {name} started before {commit} ({registered}): {list(early['run_id'][:3])}"
 
 
 @pytest.mark.parametrize("name", list(study_parts()))
