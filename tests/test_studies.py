@@ -127,3 +127,24 @@ def test_study_sh_runs_a_part_through_the_sweep(tmp_path):
     assert "== study part: protocol-screen" in done.stdout
     assert "_seed20_" in done.stdout and "_seed21_" not in done.stdout  # SEEDS became --seeds, over the part's own
     assert not (tmp_path / "results.csv").exists()  # a dry run records nothing
+
+
+def test_blind_prints_each_runs_status_and_not_its_metric(tmp_path, monkeypatch, capsys):
+    """The study's parts run --blind: a finished run's line says ok or FAILED, never its value."""
+    from attnbench.sweep.launch import SweepRunner
+
+    def run_all(self, runs, on_start=None):
+        for run, status in zip(runs, ("ok", "failed")):
+            yield dict(task=run.task, variant=run.variant, seed=run.seed, status=status, metric="translation/BLEU",
+                       value=12.3456, error="diverged")
+
+    monkeypatch.setattr(SweepRunner, "run_all", run_all)
+    flags = ["--tasks", "nmt", "--slot", "enc-dec", "--factors", "1111", "--seeds", "1", "--results",
+             str(tmp_path), "--no-wandb", "--no-plot"]
+    assert sweep.main([*flags, "--blind"]) == 1
+    blind = capsys.readouterr().out
+    assert "nmt/baseline/seed0: ok" in blind and "nmt/1111/seed0: FAILED diverged" in blind
+    assert "12.35" not in blind
+    sweep.main(flags)
+    assert "nmt/baseline/seed0: translation/BLEU=12.35" in capsys.readouterr().out
+    assert "--blind" in COMMON

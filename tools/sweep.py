@@ -111,6 +111,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--wandb-group", help="W&B group (default: the results directory name)")
     p.add_argument("--no-wandb", action="store_true", help="do not log to W&B")
     p.add_argument("--no-plot", action="store_true", help="skip the trade-off plot at the end")
+    p.add_argument("--blind", action="store_true",
+                   help="print each finished run's status, not its metric: a registered comparison's values wait "
+                   "for its one look (the study's parts run so)")
     p.add_argument("--list", action="store_true", help="list every vision mechanism token (tools/list_modules.py) "
                    "and exit")
     p.add_argument("--study", metavar="PARTS", help="run parts of the CPU-scale study (attnbench.sweep.studies), "
@@ -247,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for row in runner.run_all(todo, on_start):
             failed += row["status"] != "ok"
-            outcome = f"{row['metric']}={row['value']:.4g}" if row["status"] == "ok" else f"FAILED {row['error']}"
+            outcome = (f"FAILED {row['error']}" if row["status"] != "ok" else "ok" if args.blind
+                       else f"{row['metric']}={row['value']:.4g}")
             bar.write(f"{row['task']}/{row['variant']}/seed{row['seed']}: {outcome}")
             bar.update()
     print(f"sweep finished in {time.time() - start:.0f} s: {len(todo) - failed} ok, {failed} failed")

@@ -6,7 +6,7 @@
     python tools/sweep.py --study det --modules 1111       # rows given replace the part's rows
 
 A part's sweeps are ``tools/sweep.py`` argument lists, run in order after :data:`COMMON` (two runs at a time,
-one thread each, no plot per sweep); the flags given beside ``--study`` come last and so win, and rows given
+one thread each, no plot per sweep, no metric printed as a run finishes); the flags given beside ``--study`` come last and so win, and rows given
 (``--factors``, ``--modules``) replace the part's rows (:func:`with_flags`). Parts that
 run their rows seed by seed leave whole paired contrasts when stopped midway. A *confirmation* runs the
 row its screen chose: it needs ``--modules ROW``. Reports write what ``tools/compare.py`` prints into a
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-#: Every sweep of a part starts from these (two runs at a time; the study's first parts' store and seeds).
-COMMON = ("--jobs", "2", "--no-plot", "--seeds", "5", "--results", "results/study")
+#: Every sweep of a part starts from these (two runs at a time, no metric printed as runs finish: a part's
+#: values wait for its reports; the study's first parts' store and seeds).
+COMMON = ("--jobs", "2", "--no-plot", "--blind", "--seeds", "5", "--results", "results/study")
 
 #: The seeds of the translation claims (docs/study.md, "Translation on real language"), registered before
 #: their runs; and of the two image leads (docs/study.md, "Two image leads under the protocol").
