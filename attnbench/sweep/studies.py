@@ -6,11 +6,12 @@
     python tools/sweep.py --study det --modules 1111       # rows given replace the part's rows
 
 A part's sweeps are ``tools/sweep.py`` argument lists, run in order after :data:`COMMON` (two runs at a time,
-one thread each, no plot per sweep, no metric printed as a run finishes); the flags given beside ``--study`` come last and so win, and rows given
-(``--factors``, ``--modules``) replace the part's rows (:func:`with_flags`). Parts that
-run their rows seed by seed leave whole paired contrasts when stopped midway. A *confirmation* runs the
-row its screen chose: it needs ``--modules ROW``. Reports write what ``tools/compare.py`` prints into a
-file of the store, and the plots; ``{results}`` in them is the part's store (or ``--results``).
+one thread each, no plot per sweep, no metric printed as a run finishes); the flags given beside ``--study``
+come last and so win, and rows given (``--factors``, ``--modules``) replace the part's rows
+(:func:`with_flags`). Parts that run their rows seed by seed leave whole paired contrasts when stopped midway.
+A *confirmation* runs the row its screen chose: it needs ``--modules ROW``. Reports write what
+``tools/compare.py`` prints into a file of the store, and the plots; ``{results}`` in them is the part's
+store (or ``--results``).
 
 Each registered part names its store and the seeds fixed with its predictions (docs/study.md,
 docs/diagnostics.md). The seeds of a part never change after its registration: a new question is a new part.
