@@ -14,7 +14,7 @@ import torch
 
 from attnbench.config_files import vision_config_path
 from attnbench.sweep.launch import SweepRunner, snapshot_code
-from attnbench.sweep.plan import Run, build_plan, parse_seeds
+from attnbench.sweep.plan import Run, build_plan, parse_seeds, seed_list
 from attnbench.sweep.effects import factor_effects
 from attnbench.sweep.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind
 from attnbench.sweep.summary import comparison_table, cost_table, summarize
@@ -580,6 +580,11 @@ def test_seeds_as_a_count_a_range_or_a_list(text, seeds):
 def test_bad_seeds_are_refused(text):
     with pytest.raises(ValueError, match="--seeds"):
         parse_seeds(text)
+
+
+def test_a_descending_range_is_refused_with_its_reading():
+    with pytest.raises(ValueError, match=r"A <= B \(3-5\?\)"):
+        seed_list("5-3")
 
 
 def test_fresh_seeds_keep_the_run_ids_of_a_count():

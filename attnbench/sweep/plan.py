@@ -123,8 +123,10 @@ def seed_list(text: str) -> list[int]:
     seeds = []
     for item in text.split(","):
         first, _, last = item.strip().partition("-")
-        if not first.isdigit() or (last and (not last.isdigit() or int(last) < int(first))):
+        if not first.isdigit() or (last and not last.isdigit()):
             raise ValueError(f"{text!r}: give seeds as A-B, A,B,C or a mix (e.g. 12-19 or 0,2-4)")
+        if last and int(last) < int(first):
+            raise ValueError(f"{text!r}: a range runs up, A-B with A <= B ({last}-{first}?)")
         seeds += range(int(first), int(last or first) + 1)
     return list(dict.fromkeys(seeds))
 
