@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from attnbench.sweep.studies import COMMON, DEFAULT_PARTS, parts_of, study_parts, with_flags
+from attnbench.sweep.summary import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -21,7 +22,8 @@ import sweep  # noqa: E402  (tools/sweep.py)
 #: its rows' configs, and ids, predate it.
 FINISHED = ("protocol-confirm", "position-screen", "side-screen", "side-lr-screen",
             "side-long-screen", "flag-long-screen", "side-fcn-screen", "claims-det", "claims-seg", "claims-tradeoff",
-            "claims-flag", "claims-side", "l10n-pilot", "mini-corpus-claims", "fcn-flag-screen", "fcn-flag-start")
+            "claims-flag", "claims-side", "l10n-pilot", "l10n-claims", "mini-corpus-claims", "fcn-flag-screen",
+            "fcn-flag-start")
 
 
 def registrations() -> dict[str, str]:
@@ -35,8 +37,8 @@ def registrations() -> dict[str, str]:
     return first
 
 
-#: The registered parts with runs in their stores: finished, or running seed by seed (l10n-claims).
-RAN = [name for name in (*FINISHED, "l10n-claims") if name in registrations()]
+#: The registered parts with runs in their stores: finished, or running (l10n-tradeoff, after l10n-claims).
+RAN = [name for name in (*FINISHED, "l10n-tradeoff") if name in registrations()]
 
 
 @cache  # the finished-part tests plan the same parts: once each
@@ -107,6 +109,31 @@ def test_study_list_describes_every_part(capsys):
     assert sweep.main(["--study", "list"]) == 0
     out = capsys.readouterr().out
     assert all(f"{name}  ->  " in out for name in study_parts())
+
+
+def test_progress_counts_a_parts_runs_and_prices_those_left():
+    store = pd.DataFrame({"run_id": ["a", "b", "c", "x"], "task": ["det", "det", "seg", "seg"],
+                          "preset": "mini", "variant": ["0010", "0010", "1111", "0010"],
+                          "status": ["ok", "failed", "ok", "ok"], "run_seconds": [100.0, 7.0, 300.0, 500.0]})
+    rows = [("det", "mini", "0010"), ("det", "mini", "0010"), ("seg", "mini", "1111"), ("seg", "mini", "0100"),
+            ("nmt", "mini", "0010")]
+    counts = progress(["a", "b", "c", "d", "e"], rows, store.iloc[:3], jobs=2, costs=store)
+    # left: b (det 0010, 100 s), d (seg 0100: no such row, seg's median 400 s), e (nmt: no cost known)
+    assert {key: counts[key] for key in ("planned", "done", "failed", "left")} == dict(planned=5, done=2, failed=1,
+                                                                                       left=3)
+    assert pd.isna(counts["hours left"])
+    counts = progress(["a", "b", "d", "a"], rows[:2] + rows[3:4] + rows[:1], store, jobs=2)
+    assert counts["planned"] == 3 and counts["left"] == 2 and counts["hours left"] == round((100 + 400) / 2 / 3600, 1)
+
+
+def test_study_status_counts_a_finished_part_and_asks_a_confirmation_for_its_row(capsys):
+    assert sweep.main(["--study", "status:fcn-flag-screen,fcn-flag-confirm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    screen = next(line for line in lines if line.split()[0] == "fcn-flag-screen").split()
+    assert screen[1:7] == ["results/protocol", "8", "8", "0", "0", "0.0"]
+    assert "--study status:fcn-flag-confirm --modules ROW" in next(line for line in lines if "fcn-flag-confirm" in line)
+    assert sweep.main(["--study", "status:nope"]) == 2
+    assert "unknown part nope" in capsys.readouterr().err
 
 
 def test_a_confirmation_needs_its_row_and_an_unknown_part_is_refused(capsys):

@@ -15,6 +15,8 @@ Examples:
     python tools/sweep.py --preset smoke --procs-per-run 2 --factors 0010 --tasks det,nmt    # 2 gloo ranks a run
     python tools/sweep.py --launcher slurm --no-wait --slurm-opt account=lab --qos normal ...   # queue and return
     python tools/sweep.py --study list                    # the CPU-scale study's parts (attnbench.sweep.studies)
+    python tools/sweep.py --study status                  # each part: runs planned, done, left, hours left
+    python tools/sweep.py --study status:fcn-flag-confirm --modules 1111:stages=2-5   # a confirmation, with its row
     python tools/sweep.py --study l10n-claims             # run one part; it resumes where it stopped
 
 Each run trains in its own process (log and work dir under RESULTS/runs/<run id>/) and becomes one
@@ -117,8 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list every vision mechanism token (tools/list_modules.py) "
                    "and exit")
     p.add_argument("--study", metavar="PARTS", help="run parts of the CPU-scale study (attnbench.sweep.studies), "
-                   "comma-separated, each resuming where it stopped; 'list' describes them. The other flags given "
-                   "override each part's own (--seeds, --jobs, --results, --dry-run, ...)")
+                   "comma-separated, each resuming where it stopped; 'list' describes them, 'status' (or "
+                   "status:PARTS) counts the runs each has done and left. The other flags given override each "
+                   "part's own (--seeds, --jobs, --results, --dry-run, ...)")
     return p.parse_args(argv)
 
 
@@ -161,6 +164,50 @@ def run_report(report, results: str) -> None:
     print(out)
 
 
+def print_study_status(parts, flags: list[str]) -> int:
+    """``--study status[:PARTS]``: each part's planned runs against its store, and the hours left at two runs at a
+    time, a run at the median ``run_seconds`` of its row (else its task) over every store read."""
+    import pandas as pd
+
+    from attnbench.sweep.store import ResultsStore, ResultsStoreError
+    from attnbench.sweep.studies import COMMON, with_flags
+    from attnbench.sweep.summary import progress
+
+    planned, stores = {}, {}
+    for part in parts:
+        if not part.sweeps or (part.confirmation and "--modules" not in flags):
+            continue
+        print(f"planning {part.name} ...", file=sys.stderr, flush=True)
+        runs = [run for sweep in part.sweeps for run in plan(parse_args([*COMMON, *with_flags(sweep, flags)]))]
+        results = parse_args([*COMMON, *with_flags(part.sweeps[0], flags)]).results
+        try:
+            stores.setdefault(results, ResultsStore(results).read())
+        except ResultsStoreError as error:
+            print(f"sweep.py: error: {error}", file=sys.stderr)
+            return 1
+        planned[part.name] = results, runs
+    costs = pd.concat(list(stores.values()), ignore_index=True) if stores else None
+    jobs = int(COMMON[COMMON.index("--jobs") + 1])
+    rows = []
+    for part in parts:
+        if part.name in planned:
+            results, runs = planned[part.name]
+            rows.append({"part": part.name, "store": results, **progress(
+                [run.run_id for run in runs], [(run.task, run.preset, run.variant) for run in runs], stores[results],
+                jobs, costs)})
+        elif part.sweeps:
+            rows.append({"part": part.name, "store": part.results,
+                         "note": f"a confirmation: give its screen's row (--study status:{part.name} --modules ROW)"})
+    table = pd.DataFrame(rows).reindex(columns=["part", "store", "planned", "done", "failed", "left", "hours left",
+                                                "note"])
+    print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format,
+                          formatters={column: lambda n: "" if pd.isna(n) else f"{int(n)}"
+                                      for column in ("planned", "done", "failed", "left")}))
+    print(f"hours left: the runs left at {jobs} at a time, each at the median run_seconds of its row (else its task) "
+          "in the stores read; blank where none has it")
+    return 0
+
+
 def run_study(spec: str, flags: list[str]) -> int:
     """``--study PARTS``: each part's sweeps (:data:`attnbench.sweep.studies.COMMON`, the part's arguments, then
     ``flags``), then its reports; a part with a failed run is named at the end, and the study goes on."""
@@ -169,6 +216,13 @@ def run_study(spec: str, flags: list[str]) -> int:
     if spec == "list":
         print(describe(study_parts()))
         return 0
+    if spec == "status" or spec.startswith("status:"):
+        try:
+            parts = parts_of(spec.partition(":")[2]) if ":" in spec else list(study_parts().values())
+        except ValueError as error:
+            print(f"sweep.py: error: {error}", file=sys.stderr)
+            return 2
+        return print_study_status(parts, flags)
     try:
         parts = parts_of(spec)
     except ValueError as error:

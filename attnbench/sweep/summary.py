@@ -309,6 +309,26 @@ def cost_table(results: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["task", "preset", "variant", "seed"]).reset_index(drop=True)
 
 
+def progress(run_ids: list[str], rows: list[tuple[str, str, str]], results: pd.DataFrame, jobs: int,
+             costs: pd.DataFrame | None = None) -> dict:
+    """What a part's store ``results`` holds of its planned runs (``run_ids``, each with its ``(task, preset,
+    variant)`` in ``rows``): runs ``planned``, ``done`` (``ok``), ``failed`` (recorded, not ok) and ``left``, and
+    ``hours left`` at ``jobs`` runs at a time. A run left costs the median ``run_seconds`` of the finished runs of
+    its task, preset and variant in ``costs`` (default: ``results``), else of its task and preset; unknown (NaN)
+    when ``costs`` has neither."""
+    recorded = results.drop_duplicates("run_id", keep="last").set_index("run_id")["status"]
+    status = recorded.reindex(list(dict.fromkeys(run_ids)))
+    ok = finished_runs(results if costs is None else costs)
+    seconds = pd.to_numeric(ok["run_seconds"], errors="coerce")
+    by_row = seconds.groupby([ok["task"], ok["preset"], ok["variant"]]).median()
+    by_task = seconds.groupby([ok["task"], ok["preset"]]).median()
+    left = [row for run_id, row in dict(zip(run_ids, rows)).items() if status.get(run_id) != "ok"]
+    cost = sum(by_row.get(row, by_task.get(row[:2], math.nan)) for row in left)
+    return {"planned": len(status), "done": int((status == "ok").sum()),
+            "failed": int((status.notna() & (status != "ok")).sum()), "left": len(left),
+            "hours left": round(cost / jobs / 3600, 1) if left else 0.0}
+
+
 def context_values(results: pd.DataFrame) -> pd.DataFrame:
     """The runs that record a context accuracy, with it as their value (metric ``context/accuracy``)."""
     if "value_context" not in results:
