@@ -15,6 +15,7 @@ from scipy.stats import binomtest
 from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table
 from attnbench.sweep.effects import factor_effects, power_table
 from attnbench.sweep.published import PUBLISHED
+from attnbench.sweep.stats import mcnemar_exact_p
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.summary import successful_runs
 
@@ -177,6 +178,20 @@ def fcn_flag_screen() -> str:
     return f"| 240-243 | {k_base} of {n_base} | `1111:stages=2-5` {k} of {n}"
 
 
+def fcn_flag_confirmation() -> str:
+    """The FCN segmentor's conv2-on confirmation (results/protocol, seeds 250-259): k of 10, the interval, and
+    McNemar's exact p against the baseline, paired by seed."""
+    (k_base, _), (k, n) = (learnt("protocol", "fcn-flag", row, range(250, 260)) for row in ("baseline",
+                                                                                          "1111:stages=2-5"))
+    runs = successful_runs(runs_of("protocol", "fcn-flag", range(250, 260)))
+    by_seed = runs.pivot_table(index="seed", columns="variant", values="learnt", aggfunc="first")
+    gained = int((by_seed["1111:stages=2-5"] & ~by_seed["baseline"]).sum())
+    lost = int((by_seed["baseline"] & ~by_seed["1111:stages=2-5"]).sum())
+    assert k_base == 0
+    return (f"| 250-259 | 0 of {n} | `1111:stages=2-5` {k} of {n} (95 % interval {interval(k, n)}; "
+            f"McNemar p {mcnemar_exact_p(gained, lost):.3f}) |")
+
+
 def flag_rows(task: str) -> str:
     """The glance table's line of ``flag`` on a task: the baseline's and ``1111``'s pooled counts."""
     (k_base, n_base), (k, n) = pooled(task, "baseline"), pooled(task, "1111")
@@ -192,7 +207,7 @@ FACTS = {
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
                             lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start,
-                            fcn_flag_screen],
+                            fcn_flag_screen, fcn_flag_confirmation],
 }
 
 
