@@ -166,16 +166,17 @@ def run_report(report, results: str) -> None:
 
 def print_study_status(parts, flags: list[str]) -> int:
     """``--study status[:PARTS]``: each part's planned runs against its store, and the hours left at two runs at a
-    time, a run at the median ``run_seconds`` of its row (else its task) over every store read."""
+    time (or ``--jobs``), a run at the median ``run_seconds`` of its row (else its task) over every store read."""
     import pandas as pd
 
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
     from attnbench.sweep.studies import COMMON, with_flags
     from attnbench.sweep.summary import progress
 
+    given = parse_args([*COMMON, *flags])
     planned, stores = {}, {}
     for part in parts:
-        if not part.sweeps or (part.confirmation and "--modules" not in flags):
+        if not part.sweeps or (part.confirmation and not given.modules):
             continue
         print(f"planning {part.name} ...", file=sys.stderr, flush=True)
         runs = [run for sweep in part.sweeps for run in plan(parse_args([*COMMON, *with_flags(sweep, flags)]))]
@@ -187,7 +188,7 @@ def print_study_status(parts, flags: list[str]) -> int:
             return 1
         planned[part.name] = results, runs
     costs = pd.concat(list(stores.values()), ignore_index=True) if stores else None
-    jobs = int(COMMON[COMMON.index("--jobs") + 1])
+    jobs = given.jobs
     rows = []
     for part in parts:
         if part.name in planned:

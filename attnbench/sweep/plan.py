@@ -12,6 +12,7 @@ from attnbench.variants import SLOTS, TRANSLATION_TASKS, Variant
 
 from .tasks import PRESETS, TASKS, user_task
 
+
 @cache
 def _config_file(path: str):
     """The config file at ``path``, resolved once per process (read only: runs copy it to change it)."""
