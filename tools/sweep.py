@@ -201,6 +201,7 @@ def print_study_status(parts, flags: list[str]) -> int:
                          "note": f"a confirmation: give its screen's row (--study status:{part.name} --modules ROW)"})
     table = pd.DataFrame(rows).reindex(columns=["part", "store", "planned", "done", "failed", "left", "hours left",
                                                 "note"])
+    table = table.drop(columns="note") if table["note"].isna().all() else table
     print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format,
                           formatters={column: lambda n: "" if pd.isna(n) else f"{int(n)}"
                                       for column in ("planned", "done", "failed", "left")}))
