@@ -179,8 +179,9 @@ def print_study_status(parts, flags: list[str]) -> int:
         if not part.sweeps or (part.confirmation and not given.modules):
             continue
         print(f"planning {part.name} ...", file=sys.stderr, flush=True)
-        runs = [run for sweep in part.sweeps for run in plan(parse_args([*COMMON, *with_flags(sweep, flags)]))]
-        results = parse_args([*COMMON, *with_flags(part.sweeps[0], flags)]).results
+        sweeps = [parse_args([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]
+        runs = [run for args in sweeps for run in plan(args)]
+        results = sweeps[0].results
         try:
             stores.setdefault(results, ResultsStore(results).read())
         except ResultsStoreError as error:
