@@ -221,7 +221,8 @@ def run_study(spec: str, flags: list[str]) -> int:
         return 0
     if spec == "status" or spec.startswith("status:"):
         try:
-            parts = parts_of(spec.partition(":")[2]) if ":" in spec else list(study_parts().values())
+            named = spec.removeprefix("status").removeprefix(":")
+            parts = parts_of(named) if named else list(study_parts().values())
         except ValueError as error:
             print(f"sweep.py: error: {error}", file=sys.stderr)
             return 2
