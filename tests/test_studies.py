@@ -126,12 +126,15 @@ def test_progress_counts_a_parts_runs_and_prices_those_left():
     assert counts["planned"] == 3 and counts["left"] == 2 and counts["hours left"] == round((100 + 400) / 2 / 3600, 1)
 
 
-def test_study_status_counts_a_finished_part_and_asks_a_confirmation_for_its_row(capsys):
-    assert sweep.main(["--study", "status:fcn-flag-screen,fcn-flag-confirm"]) == 0
+def test_study_status_counts_a_finished_part_asks_a_confirmation_for_its_row_and_says_why_a_part_is_closed(capsys):
+    assert sweep.main(["--study", "status:fcn-flag-screen,fcn-flag-confirm,protocol-screen"]) == 0
     lines = capsys.readouterr().out.splitlines()
     screen = next(line for line in lines if line.split()[0] == "fcn-flag-screen").split()
     assert screen[1:7] == ["results/protocol", "8", "8", "0", "0", "0.0"]
-    assert "--study status:fcn-flag-confirm --modules ROW" in next(line for line in lines if "fcn-flag-confirm" in line)
+    assert "In all: 0 runs left" in next(line for line in lines if line.startswith("hours left"))
+    assert next(line for line in lines if line.startswith("confirmations")).endswith(
+        "--study status:NAME --modules ROW): fcn-flag-confirm")
+    assert lines[-2:] == ["closed (not run again):", f"  protocol-screen: {study_parts()['protocol-screen'].closed}"]
     assert sweep.main(["--study", "status:nope"]) == 2
     assert "unknown part nope" in capsys.readouterr().err
 

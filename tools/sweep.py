@@ -176,7 +176,7 @@ def print_study_status(parts, flags: list[str]) -> int:
     given = parse_args([*COMMON, *flags])
     planned, stores = {}, {}
     for part in parts:
-        if not part.sweeps or (part.confirmation and not given.modules):
+        if not part.sweeps or part.closed or (part.confirmation and not given.modules):
             continue
         print(f"planning {part.name} ...", file=sys.stderr, flush=True)
         sweeps = [parse_args([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]
@@ -190,24 +190,21 @@ def print_study_status(parts, flags: list[str]) -> int:
         planned[part.name] = results, runs
     costs = pd.concat(list(stores.values()), ignore_index=True) if stores else None
     jobs = given.jobs
-    rows = []
-    for part in parts:
-        if part.name in planned:
-            results, runs = planned[part.name]
-            rows.append({"part": part.name, "store": results, **progress(
-                [run.run_id for run in runs], [(run.task, run.preset, run.variant) for run in runs], stores[results],
-                jobs, costs)})
-        elif part.sweeps:
-            rows.append({"part": part.name, "store": part.results,
-                         "note": f"a confirmation: give its screen's row (--study status:{part.name} --modules ROW)"})
-    table = pd.DataFrame(rows).reindex(columns=["part", "store", "planned", "done", "failed", "left", "hours left",
-                                                "note"])
-    table = table.drop(columns="note") if table["note"].isna().all() else table
-    print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format,
-                          formatters={column: lambda n: "" if pd.isna(n) else f"{int(n)}"
-                                      for column in ("planned", "done", "failed", "left")}))
-    print(f"hours left: the runs left at {jobs} at a time, each at the median run_seconds of its row (else its task) "
-          "in the stores read; blank where none has it")
+    table = pd.DataFrame([{"part": name, "store": results, **progress(
+        [run.run_id for run in runs], [(run.task, run.preset, run.variant) for run in runs], stores[results], jobs,
+        costs)} for name, (results, runs) in planned.items()],
+        columns=["part", "store", "planned", "done", "failed", "left", "hours left"])
+    if len(table):
+        print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format))
+        print(f"hours left: the runs left at {jobs} at a time, each at the median run_seconds of its row (else its "
+              f"task) in the stores read; blank where none has it. In all: {table['left'].sum()} runs left, about "
+              f"{table['hours left'].sum():.1f} hours")
+    waiting = [part.name for part in parts if part.sweeps and not part.closed and part.name not in planned]
+    if waiting:
+        print(f"confirmations (give the row their screen chose, --study status:NAME --modules ROW): {', '.join(waiting)}")
+    closed = [part for part in parts if part.sweeps and part.closed]
+    if closed:
+        print("closed (not run again):", *(f"  {part.name}: {part.closed}" for part in closed), sep="\n")
     return 0
 
 

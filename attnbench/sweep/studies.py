@@ -9,7 +9,8 @@ A part's sweeps are ``tools/sweep.py`` argument lists, run in order after :data:
 one thread each, no plot per sweep, no metric printed as a run finishes); the flags given beside ``--study``
 come last and so win, and rows given (``--factors``, ``--modules``) replace the part's rows
 (:func:`with_flags`). Parts that run their rows seed by seed leave whole paired contrasts when stopped midway.
-A *confirmation* runs the row its screen chose: it needs ``--modules ROW``. Reports write what
+A *confirmation* runs the row its screen chose: it needs ``--modules ROW``. A *closed* part is not run again
+(its outcome stands, or its screen decided it need not run): ``closed`` says why. Reports write what
 ``tools/compare.py`` prints into a file of the store, and the plots; ``{results}`` in them is the part's
 store (or ``--results``).
 
@@ -51,6 +52,7 @@ class Part:
     sweeps: tuple[tuple[str, ...], ...] = ()
     reports: tuple[Report, ...] = ()
     confirmation: bool = False  # runs the row its screen chose: needs --modules ROW
+    closed: str = ""  # why the part is not run again (its outcome stands; its committed runs are elsewhere)
 
 
 def _rows(rows) -> str:
@@ -122,31 +124,37 @@ def study_parts() -> dict[str, Part]:
     l10n_seeds = f"{L10N_SEEDS[0]}-{L10N_SEEDS[-1]}"
     fig4 = {"enc-self": "dynamic:kernel=3,0100:range=1,dynamic:kernel=7,0100:range=3,dynamic:kernel=15,0100:range=7,0100",
             "dec-self": "dynamic:kernel=3,0100:range=2,dynamic:kernel=7,0100:range=6,dynamic:kernel=15,0100:range=14,0100"}
+    first_study = "the first study (attention gates closed): its runs are archived in results/mini-sweep"
     parts = [
         *(Part(task, f"every row of {task} (the baseline, the 15 factor sets, the other mechanisms{extra})",
-               sweeps=(("--tasks", task, "--factors", "all", "--modules", _module_rows(task)),))
+               sweeps=(("--tasks", task, "--factors", "all", "--modules", _module_rows(task)),), closed=first_study)
           for task, extra in (("det", ", the survey modules"), ("seg", ", the survey modules and the OCR head"),
                               ("nmt", " in each attention slot"))),
         Part("fig4-nmt", "the study's Figure 4 on translation: dynamic convolution with kernels 3, 7, 15 against E2 "
                          "over the same keys (range 1, 3, 7 in the encoder, 2, 6, 14 in the causal decoder) and "
                          "unrestricted E2", sweeps=tuple(("--tasks", "nmt", "--slot", slot, "--modules", rows)
-                                                         for slot, rows in fig4.items())),
+                                                         for slot, rows in fig4.items()),
+             closed="ran into results/study; its runs are archived in results/figure4"),
         Part("fig4-det", "the same on detection: kernels 3, 5, 7 against 0100:range=1,2,3 and unrestricted 0100",
              sweeps=(("--tasks", "det", "--modules", "dynamic:kernel=3,0100:range=1,dynamic:kernel=5,0100:range=2,"
-                                                    "dynamic:kernel=7,0100:range=3,0100"),)),
+                                                    "dynamic:kernel=7,0100:range=3,0100"),),
+             closed="ran with its gates closed; its runs are archived in results/figure4, re-run as leads-figure4-det"),
         Part("scores", "E1's score functions (dot, bilinear, additive) and hard attention (top1, top4) on "
                        "translation's enc-dec and enc-self slots, then on detection",
              sweeps=(*(("--tasks", "nmt", "--slot", slot, "--modules",
                         "1000:score=dot,1000:score=bilinear,1000:score=additive,1000:hard=top1,1000:hard=top4")
                        for slot in ("enc-dec", "enc-self")),
                      ("--tasks", "det", "--modules", "1000,1000:score=scaled_dot,1000:score=bilinear,"
-                                                     "1000:score=additive,1000:hard=top1,1000:hard=top4"))),
+                                                     "1000:score=additive,1000:hard=top1,1000:hard=top4")),
+             closed="ran into results/study; its runs are archived in results/scores"),
         Part("protocol-screen", "designs for attention that trains on det-flag (gate start 0.1 and 1, attention "
                                 "lr x10 and x30, attention from conv3 or conv2 on)", "results/protocol",
              (_store("results/protocol", "--tasks", "det-flag", "--factors",
                      "1111:gate=1,1111:gate=0.1,1111:gate=1:lr=10,1111:gate=1:lr=30", "--seeds", "20-23"),
               _store("results/protocol", "--tasks", "det-flag", "--factors", "1111:gate=1:stages=3-5,1111:gate=1:stages=2-5",
-                     "--seeds", "20-23"))),
+                     "--seeds", "20-23")),
+             closed="decided (the mini presets' protocol); its runs predate that protocol, so the run ids it plans "
+                    "now differ from those in its store"),
         _screen("protocol-confirm", "the chosen design (the mini presets' gate=1, conv3 on) against the baseline on "
                                     "det-flag and fcn-flag", "det-flag,fcn-flag", "30-39", "--factors", "1111"),
         _screen("position-screen", "the position rule (det-nearest-flag) under the protocol", "det-nearest-flag",
@@ -155,28 +163,32 @@ def study_parts() -> dict[str, Part]:
                 "--factors", "0010,0001,0100,1111", "--modules", "deformable"),
         _screen("side-lr-screen", "det-flag-side, the position terms' parameters ten times faster", "det-flag-side",
                 "80-83", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10"),
-        _confirmation("side-confirm", "the row a side screen chose (--modules ROW) against the baseline",
-                      "det-flag-side", "70-79"),
+        replace(_confirmation("side-confirm", "the row a side screen chose (--modules ROW) against the baseline",
+                              "det-flag-side", "70-79"), closed="never run: no row of side-screen learnt the rule"),
         _screen("side-long-screen", "det-flag-side trained four times longer, the position terms ten times faster",
                 "det-flag-side", "120-123", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10", preset="long"),
-        _confirmation("side-long-confirm", "the row that screen chose (--modules ROW), long preset", "det-flag-side",
-                      "130-139", preset="long"),
+        replace(_confirmation("side-long-confirm", "the row that screen chose (--modules ROW), long preset",
+                              "det-flag-side", "130-139", preset="long"),
+                closed="never run: no row of side-long-screen learnt the rule"),
         _screen("flag-long-screen", "det-flag trained four times longer: baseline, 0010, 1111", "det-flag", "140-143",
                 "--factors", "0010,1111", preset="long"),
-        _screen("flag-long-confirm", "the same rows, long preset (not run: the screen's baseline learnt the rule)",
-                "det-flag", "150-159", "--factors", "0010,1111", preset="long"),
+        replace(_screen("flag-long-confirm", "the same rows, long preset", "det-flag", "150-159",
+                        "--factors", "0010,1111", preset="long"),
+                closed="never run: flag-long-screen's baseline learnt the rule too"),
         _screen("side-fcn-screen", "the position rule on the FCN segmentor (fcn-flag-side)", "fcn-flag-side", "84-87",
                 "--factors", "0001,0100,1111"),
-        _confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
-                      "fcn-flag-side", "90-99"),
+        replace(_confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
+                              "fcn-flag-side", "90-99"), closed="never run: no row of side-fcn-screen learnt the rule"),
         _screen("fcn-flag-screen", "fcn-flag, the attention from conv2 on: does 1111 learn the rule more reliably?",
                 "fcn-flag", "240-243", "--modules", "1111:stages=2-5"),
-        _screen("fcn-flag-long-screen", "fcn-flag trained four times longer: baseline and 1111", "fcn-flag", "240-243",
-                "--factors", "1111", preset="long"),
+        replace(_screen("fcn-flag-long-screen", "fcn-flag trained four times longer: baseline and 1111", "fcn-flag",
+                        "240-243", "--factors", "1111", preset="long"),
+                closed="never run: fcn-flag-screen's design held at 4 of 4"),
         _confirmation("fcn-flag-confirm", "the design an fcn-flag screen chose (--modules ROW) against the baseline",
                       "fcn-flag", "250-259"),
-        _confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag", "250-259",
-                      preset="long"),
+        replace(_confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag",
+                              "250-259", preset="long"),
+                closed="never run: fcn-flag-confirm ran the design fcn-flag-screen chose"),
         Part("fcn-flag-start", "where the FCN segmentor's 1111 runs on fcn-flag started (first loss, attention mass "
                                "after one step): one iteration at the seeds of its full runs (30-39, 110-119), and "
                                "whether the start foretells the rule learnt", "results/flag-start",
@@ -285,6 +297,7 @@ def describe(parts: dict[str, Part]) -> str:
     for part in parts.values():
         lines.append(f"{part.name}  ->  {part.results}{'  (a confirmation: needs --modules ROW)' if part.confirmation else ''}")
         lines.append(f"    {part.about}")
+        lines += [f"    closed: {part.closed}"] if part.closed else []
         lines += [f"    sweep.py {' '.join(sweep)}" for sweep in part.sweeps[:3]]
         if len(part.sweeps) > 3:
             lines.append(f"    ... {len(part.sweeps)} sweeps in all")
