@@ -165,8 +165,9 @@ def run_report(report, results: str) -> None:
 
 
 def print_study_status(parts, flags: list[str]) -> int:
-    """``--study status[:PARTS]``: each part's planned runs against its store, and the hours left at two runs at a
-    time (or ``--jobs``), a run at the median ``run_seconds`` of its row (else its task) over every store read."""
+    """``--study status[:PARTS]``: each open part's planned runs against its store, and the hours left at two runs
+    at a time (or ``--jobs``), a run at the median ``run_seconds`` of its row (else its task) over every store read;
+    then the confirmations that need their row, and the closed parts with the reason."""
     import pandas as pd
 
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
@@ -196,9 +197,10 @@ def print_study_status(parts, flags: list[str]) -> int:
         columns=["part", "store", "planned", "done", "failed", "left", "hours left"])
     if len(table):
         print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format))
+        unpriced = " (the blank ones not counted)" if table["hours left"].isna().any() else ""
         print(f"hours left: the runs left at {jobs} at a time, each at the median run_seconds of its row (else its "
               f"task) in the stores read; blank where none has it. In all: {table['left'].sum()} runs left, about "
-              f"{table['hours left'].sum():.1f} hours")
+              f"{table['hours left'].sum():.1f} hours{unpriced}")
     waiting = [part.name for part in parts if part.sweeps and not part.closed and part.name not in planned]
     if waiting:
         print(f"confirmations (give the row their screen chose, --study status:NAME --modules ROW): {', '.join(waiting)}")
@@ -238,6 +240,8 @@ def run_study(spec: str, flags: list[str]) -> int:
                   file=sys.stderr)
             return 2
         print(f"== study part: {part.name} ({time.strftime('%H:%M:%S')})", flush=True)
+        if part.closed:
+            print(f"note: the study closed this part ({part.closed}); running it as asked", flush=True)
         if any([main([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]):
             failed.append(part.name)
         if not given.dry_run:
