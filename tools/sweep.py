@@ -241,7 +241,7 @@ def run_study(spec: str, flags: list[str]) -> int:
             return 2
         print(f"== study part: {part.name} ({time.strftime('%H:%M:%S')})", flush=True)
         if part.closed:
-            print(f"note: the study closed this part ({part.closed}); running it as asked", flush=True)
+            print(f"note: the study closed this part: {part.closed}. Running it as asked.", flush=True)
         if any([main([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]):
             failed.append(part.name)
         if not given.dry_run:
