@@ -64,7 +64,7 @@ def decay_only_gate(config, iters_per_epoch: int | None = None, start: float = 1
         for scheduler in schedulers:
             if scheduler.by_epoch:
                 scheduler.step()
-    return float(decay_only.copy), epochs * iters_per_epoch
+    return float(decay_only.copy.detach()), epochs * iters_per_epoch
 
 
 def run_gates(task_name: str, preset: str, variant: str) -> tuple[object, list[tuple[str, str, float]]]:
