@@ -99,15 +99,20 @@ def _plots(*costs: str) -> tuple[Report, ...]:
     return tuple(Report("plot", ("--results", "{results}", *(("--cost", cost) if cost else ()))) for cost in costs)
 
 
-def _screen(name: str, about: str, tasks: str, seeds: str, *rows: str, preset: str = "mini") -> Part:
+def _screen(name: str, about: str, tasks: str, seeds: str, *rows: str, preset: str = "mini", closed: str = "") -> Part:
     """A diagnostic screen or confirmation into ``results/protocol``: ``rows`` as sweep flags."""
     return Part(name, about, "results/protocol",
                 ((*_store("results/protocol", "--tasks", tasks, *rows, "--seeds", seeds),
-                  *(("--preset", preset) if preset != "mini" else ())),))
+                  *(("--preset", preset) if preset != "mini" else ())),), closed=closed)
 
 
-def _confirmation(name: str, about: str, tasks: str, seeds: str, preset: str = "mini") -> Part:
-    return replace(_screen(name, about, tasks, seeds, preset=preset), confirmation=True)
+def _confirmation(name: str, about: str, tasks: str, seeds: str, preset: str = "mini", closed: str = "") -> Part:
+    return replace(_screen(name, about, tasks, seeds, preset=preset, closed=closed), confirmation=True)
+
+
+def _never_run(screen: str) -> str:
+    """Why a confirmation was not run: no row of its screen learnt the rule."""
+    return f"never run: no row of {screen} learnt the rule"
 
 
 def _translation_claims(name: str, task: str) -> Part:
@@ -163,32 +168,28 @@ def study_parts() -> dict[str, Part]:
                 "--factors", "0010,0001,0100,1111", "--modules", "deformable"),
         _screen("side-lr-screen", "det-flag-side, the position terms' parameters ten times faster", "det-flag-side",
                 "80-83", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10"),
-        replace(_confirmation("side-confirm", "the row a side screen chose (--modules ROW) against the baseline",
-                              "det-flag-side", "70-79"), closed="never run: no row of side-screen learnt the rule"),
+        _confirmation("side-confirm", "the row a side screen chose (--modules ROW) against the baseline",
+                      "det-flag-side", "70-79", closed=_never_run("side-screen")),
         _screen("side-long-screen", "det-flag-side trained four times longer, the position terms ten times faster",
                 "det-flag-side", "120-123", "--modules", "0001:lr=10,0100:lr=10,1111:lr=10", preset="long"),
-        replace(_confirmation("side-long-confirm", "the row that screen chose (--modules ROW), long preset",
-                              "det-flag-side", "130-139", preset="long"),
-                closed="never run: no row of side-long-screen learnt the rule"),
+        _confirmation("side-long-confirm", "the row that screen chose (--modules ROW), long preset", "det-flag-side",
+                      "130-139", preset="long", closed=_never_run("side-long-screen")),
         _screen("flag-long-screen", "det-flag trained four times longer: baseline, 0010, 1111", "det-flag", "140-143",
                 "--factors", "0010,1111", preset="long"),
-        replace(_screen("flag-long-confirm", "the same rows, long preset", "det-flag", "150-159",
-                        "--factors", "0010,1111", preset="long"),
-                closed="never run: flag-long-screen's baseline learnt the rule too"),
+        _screen("flag-long-confirm", "the same rows, long preset", "det-flag", "150-159", "--factors", "0010,1111",
+                preset="long", closed="never run: flag-long-screen's baseline learnt the rule too"),
         _screen("side-fcn-screen", "the position rule on the FCN segmentor (fcn-flag-side)", "fcn-flag-side", "84-87",
                 "--factors", "0001,0100,1111"),
-        replace(_confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
-                              "fcn-flag-side", "90-99"), closed="never run: no row of side-fcn-screen learnt the rule"),
+        _confirmation("side-fcn-confirm", "the row that screen chose (--modules ROW) against the baseline",
+                      "fcn-flag-side", "90-99", closed=_never_run("side-fcn-screen")),
         _screen("fcn-flag-screen", "fcn-flag, the attention from conv2 on: does 1111 learn the rule more reliably?",
                 "fcn-flag", "240-243", "--modules", "1111:stages=2-5"),
-        replace(_screen("fcn-flag-long-screen", "fcn-flag trained four times longer: baseline and 1111", "fcn-flag",
-                        "240-243", "--factors", "1111", preset="long"),
-                closed="never run: fcn-flag-screen's design held at 4 of 4"),
+        _screen("fcn-flag-long-screen", "fcn-flag trained four times longer: baseline and 1111", "fcn-flag", "240-243",
+                "--factors", "1111", preset="long", closed="never run: fcn-flag-screen's design held at 4 of 4"),
         _confirmation("fcn-flag-confirm", "the design an fcn-flag screen chose (--modules ROW) against the baseline",
                       "fcn-flag", "250-259"),
-        replace(_confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag",
-                              "250-259", preset="long"),
-                closed="never run: fcn-flag-confirm ran the design fcn-flag-screen chose"),
+        _confirmation("fcn-flag-long-confirm", "the same at the long preset (--modules 1111)", "fcn-flag", "250-259",
+                      preset="long", closed="never run: fcn-flag-confirm ran the design fcn-flag-screen chose"),
         Part("fcn-flag-start", "where the FCN segmentor's 1111 runs on fcn-flag started (first loss, attention mass "
                                "after one step): one iteration at the seeds of its full runs (30-39, 110-119), and "
                                "whether the start foretells the rule learnt", "results/flag-start",
