@@ -123,10 +123,11 @@ def test_a_claim_is_reproduced_where_every_tested_contrast_is_and_refuted_where_
     verdicts = claim_verdicts(table).set_index("claim")
     assert list(verdicts.index) == ["C1", "C2", "C3", "C4", "C5"] and list(verdicts.columns) == ["statement", "det", "seg"]
     c1 = table[(table["claim"] == "C1") & (table["task"] == "det")]
-    assert verdicts.loc["C1", "det"] == "reproduced ({:+.3g}, p {}; {:+.3g}, p {})".format(
+    assert verdicts.loc["C1", "det"] == "reproduced (2 0011 - baseline - 1111: {:+.3g}, p {}; " \
+        "0011 - baseline + 0111 - 1111: {:+.3g}, p {})".format(
         c1["mean"].iloc[0], compare.p_text(c1["p_holm"].iloc[0]), c1["mean"].iloc[1], compare.p_text(c1["p_holm"].iloc[1]))
     assert verdicts.loc["C1", "seg"].startswith("refuted (")  # 0011 gains far less than 0011 -> 1111 there
-    assert verdicts.loc["C2", "det"].startswith("undecided (not run; ")  # 0110 not run, E3 alone undecided
+    assert verdicts.loc["C2", "det"].startswith("undecided (2 0110 - baseline - 1111: not run; 0010 - baseline: ")
     assert verdicts.loc["C2", "seg"] == verdicts.loc["C5", "det"] == "not run"
 
 
@@ -175,7 +176,7 @@ def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
     assert translation.loc[translation["slot"] == "dec-self", "verdict"].str.startswith("not run").all()
     assert set(table.loc[table["task"] == "det", "claim"]) == {"C1", "C2", "C3", "C4", "C5"}
     verdicts = claim_verdicts(translation).set_index("claim")
-    assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced") and list(verdicts.index) == ["T1", "T2", "T3", "T4"]
+    assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced (enc-dec 1111 - 0111: +") and list(verdicts.index) == ["T1", "T2", "T3", "T4"]
     assert verdicts.loc["T3", "nmt-l10n"] == "not run"
 
 

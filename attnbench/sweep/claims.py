@@ -218,7 +218,8 @@ def all_claims_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 
 
 def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """One row per claim of a :func:`claims_table`, one column per task (and preset where a task has
-    several): the claim's verdict from its contrasts and, per contrast, its mean and Holm-adjusted p.
+    several): the claim's verdict from its contrasts and, per contrast, its slot and formula, mean and
+    Holm-adjusted p (``enc-self 0111 - 1011: +5.59, p 0.002``).
 
     A claim is ``reproduced`` on a task when every contrast tested there is, ``refuted`` when any is,
     ``undecided`` otherwise, and ``not run`` when none of its contrasts was tested; contrasts left
@@ -237,11 +238,11 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
             word = "reproduced"
         else:
             word = "undecided"
-        details = [(f"{slot}: " if isinstance(slot, str) and slot else "") +
+        details = [(f"{slot} " if isinstance(slot, str) and slot else "") + f"{formula}: " +
                    (f"{mean:+.3g}, p {p_text(p_holm)}" if not pd.isna(p) else
                     ("not run" if str(verdict).startswith("not run") else "no test"))
-                   for slot, mean, p, p_holm, verdict
-                   in contrasts[["slot", "mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
+                   for slot, formula, mean, p, p_holm, verdict
+                   in contrasts[["slot", "contrast", "mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
         column = f"{task} ({preset})" if several_presets[task] else task
         rows[claim][column] = word if word == "not run" else f"{word} ({'; '.join(details)})"
     return pd.DataFrame(list(rows.values())).fillna("not run")
