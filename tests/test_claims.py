@@ -176,7 +176,8 @@ def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
     assert translation.loc[translation["slot"] == "dec-self", "verdict"].str.startswith("not run").all()
     assert set(table.loc[table["task"] == "det", "claim"]) == {"C1", "C2", "C3", "C4", "C5"}
     verdicts = claim_verdicts(translation).set_index("claim")
-    assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced (enc-dec 1111 - 0111: +") and list(verdicts.index) == ["T1", "T2", "T3", "T4"]
+    assert list(verdicts.index) == ["T1", "T2", "T3", "T4"]
+    assert verdicts.loc["T1", "nmt-l10n"].startswith("reproduced (enc-dec 1111 - 0111: +")
     assert verdicts.loc["T3", "nmt-l10n"] == "not run"
 
 
