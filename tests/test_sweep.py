@@ -360,6 +360,22 @@ def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the
     assert all(ax.get_legend() is None for ax in panels)
 
 
+def test_each_panel_counts_macs_in_the_unit_that_puts_its_largest_at_one_or_more(monkeypatch):
+    from attnbench.sweep import plots
+
+    assert plots.mac_unit([4.48e6, 4.8e6]) == (1e6, "M") and plots.mac_unit([0.0, 2e9]) == (1e9, "G")
+    assert plots.mac_unit([0.0]) == (1e9, "G") and plots.mac_unit([512.0]) == (1.0, "")
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
+    rows = [dict(task=task, preset="mini", slot=None, variant=v, seed=s, metric="m", value=s + (v == "0010"),
+                 status="ok", macs_model=macs * (1.25 if v == "0010" else 1), macs_modules=0.0, params_model=1.0)
+            for task, macs in (("det", 2e9), ("nmt", 4.48e6)) for v in ("baseline", "0010") for s in range(2)]
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    det, nmt = figures[0].axes[:2]
+    assert det.get_xlabel().startswith("model GMACs") and nmt.get_xlabel().startswith("model MMACs")
+    assert sorted(x for x, _ in nmt.lines[0].get_xydata()) == pytest.approx([4.48, 5.6])  # the frontier, in MMACs
+
+
 def test_pareto_front():
     points = pd.DataFrame({"variant": list("abcd"), "macs_model": [1, 2, 3, 4], "mean": [0.5, 0.4, 0.7, 0.6]})
     assert list(pareto_front(points)["variant"]) == ["a", "c"]

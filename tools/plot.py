@@ -1,7 +1,7 @@
 """Accuracy-versus-FLOPs trade-off plots from a results store (PNG and SVG).
 
     python tools/plot.py [--results results/sweep] [--out results/sweep/tradeoff] [--no-published]
-    python tools/plot.py --results results/sweep --cost attention   # against the attention's GMACs (tradeoff_attention)
+    python tools/plot.py --results results/sweep --cost attention   # against the attention's MACs (tradeoff_attention)
     python tools/plot.py --results results/figure4 --windows   # accuracy and cost against the window size
 """
 import argparse
@@ -18,10 +18,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", help="output path without extension (default: RESULTS/tradeoff)")
     p.add_argument("--no-published", action="store_true", help="omit published reference points")
     p.add_argument("--cost", choices=["model", "attention"], default="model",
-                   help="the x axis: the whole model's GMACs (default) or the added modules' (the attention's); "
+                   help="the x axis: the whole model's MACs (default) or the added modules' (the attention's); "
                    "the default output for attention is RESULTS/tradeoff_attention")
     p.add_argument("--windows", action="store_true", help="the study's Figure 4 instead: each windowed mechanism's "
-                   "metric and attention GMACs against its window size (rows with kernel= or range=; default "
+                   "metric and attention MACs against its window size (rows with kernel= or range=; default "
                    "output RESULTS/windows)")
     args = p.parse_args(argv)
     results = read_store_or_exit(args.results, "plot.py")

@@ -21,9 +21,19 @@ def pareto_front(points: pd.DataFrame, cost: str = "macs_model") -> pd.DataFrame
     return ordered.loc[keep]
 
 
-#: What a trade-off plot's x axis can be: the store's MAC column and the axis label.
-COSTS = {"model": ("macs_model", "model GMACs (multiply-adds) at the task's input size"),
-         "attention": ("macs_modules", "attention GMACs (the added modules' multiply-adds) at the task's input size")}
+#: What a trade-off plot's x axis can be: the store's MAC column and the axis label ({} takes the unit's prefix).
+COSTS = {"model": ("macs_model", "model {}MACs (multiply-adds) at the task's input size"),
+         "attention": ("macs_modules", "attention {}MACs (the added modules' multiply-adds) at the task's input size")}
+
+#: An axis's MAC units, largest first: (divisor, prefix).
+MAC_UNITS = ((1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, ""))
+
+
+def mac_unit(macs) -> tuple[float, str]:
+    """The largest unit in which the largest of ``macs`` is at least 1 (GMACs where all are zero): a mini
+    model's 0.00448 GMACs reads 4.48 MMACs."""
+    top = max(macs, default=0)
+    return next((unit for unit in MAC_UNITS if top >= unit[0]), MAC_UNITS[0])
 
 
 #: Plot style of each kind of row: (legend label, marker, colour).
@@ -93,7 +103,8 @@ def grid_columns(panels: int) -> int:
 
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
                    cost: str = "model") -> list[Path]:
-    """Metric vs GMACs (``cost``: the model's or the attention's, :data:`COSTS`), one panel per task (and
+    """Metric vs MACs (``cost``: the model's or the attention's, :data:`COSTS`; each panel in its
+    :func:`mac_unit`), one panel per task (and
     NMT slot; survey rows apart): per row its mean ± std over seeds and each seed's run as a small dot
     (rules learnt or not show as two clusters), one marker per kind of row, every point named (labels
     moved apart by adjustText). A one-line title per panel; the gates' range (:func:`gate_note`) in its
@@ -117,10 +128,11 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
     fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 5.5 * rows), squeeze=False)
     legend = {}
     for ax, (title, points) in zip(axes.flat, panels):
-        x = points[column] / 1e9
+        scale, prefix = mac_unit(points[column])
+        x = points[column] / scale
         if points["seeds"].min() >= 2:
             front = pareto_front(points, column)
-            ax.plot(front[column] / 1e9, front["mean"], "--", color="tab:green", zorder=1,
+            ax.plot(front[column] / scale, front["mean"], "--", color="tab:green", zorder=1,
                     label="Pareto frontier of the means (differences untested)")
         seeds = points[ROW_KEY + ["kind", column]].merge(runs[ROW_KEY + ["value", "gate_max", "gate_loss_max"]], on=ROW_KEY)
         for kind, (label, marker, color) in ROW_KINDS.items():
@@ -130,17 +142,17 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
                             ecolor=matplotlib.colors.to_rgba(color, 0.35), ms=12 if kind == "baseline" else 6,
                             capsize=2, elinewidth=1, label=label, zorder=3 if kind == "baseline" else 2)
                 dots = seeds[seeds["kind"] == kind]
-                ax.scatter(dots[column] / 1e9, dots["value"], s=6, color=color, alpha=0.4, linewidths=0, zorder=2)
+                ax.scatter(dots[column] / scale, dots["value"], s=6, color=color, alpha=0.4, linewidths=0, zorder=2)
         task, preset = points["task"].iloc[0], points["preset"].iloc[0]
         if published and cost == "model" and task == "det" and preset == "full":
             ref = points[[("det", v) in PUBLISHED for v in points["variant"]]]
-            ax.scatter(ref["macs_model"] / 1e9, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
+            ax.scatter(ref["macs_model"] / scale, [PUBLISHED["det", v][0] / 100 for v in ref["variant"]],
                        marker="x", color="black", label="published (mmdet model zoo), not measured")
         labels = [ax.text(xi, yi, name, fontsize=7) for xi, yi, name in zip(x, points["mean"], points["variant"])]
-        ax.xaxis.set_major_locator(MaxNLocator(5))  # GMACs that differ in the 4th digit
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # MACs that differ in the 4th digit
         ax.ticklabel_format(useOffset=False)
         note = gate_note(seeds)
-        ax.set_xlabel(xlabel + (f"\n{note}" if note else ""), fontsize=9)
+        ax.set_xlabel(xlabel.format(prefix) + (f"\n{note}" if note else ""), fontsize=9)
         one_seed = points["seeds"].max() == 1
         ax.set_ylabel(f"{points['metric'].iloc[0]} ({'one seed' if one_seed else 'mean ± std over seeds, dots: seeds'})")
         ax.set_title(title + (": one seed, differences untested" if one_seed else ""), fontsize=10)
@@ -171,7 +183,7 @@ def window_size(variant: str, slot: str | None) -> int | None:
 
 
 def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
-    """The study's Figure 4: per task (and NMT slot), the metric and the attention modules' GMACs
+    """The study's Figure 4: per task (and NMT slot), the metric and the attention modules' MACs
     against the window size, one line per mechanism; the same mechanisms without a window (and the
     baseline's metric) as horizontal lines. PNG and SVG."""
     import matplotlib
@@ -189,20 +201,21 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4.2 * len(groups)), squeeze=False)
     for row, ((task, preset, slot), points) in zip(axes, groups):
         windowed = points[points["window"].notna()].sort_values("window")
+        scale, prefix = mac_unit(points["macs_modules"])
         for (token, line), color in zip(windowed.groupby("token", sort=True), ("tab:blue", "tab:orange", "tab:green")):
             label = f"E2 ({token}) in a window" if token in ALL_FACTORS else f"{token} convolution"
             row[0].errorbar(line["window"], line["mean"], yerr=line["std"], fmt="o-", color=color, capsize=2,
                             label=label)
-            row[1].plot(line["window"], line["macs_modules"] / 1e9, "o-", color=color, label=label)
+            row[1].plot(line["window"], line["macs_modules"] / scale, "o-", color=color, label=label)
             free = points[(points["token"] == token) & points["window"].isna()]
             for value, macs in zip(free["mean"], free["macs_modules"]):
                 row[0].axhline(value, ls="--", color=color, label=f"{token}, no window")
-                row[1].axhline(macs / 1e9, ls="--", color=color, label=f"{token}, no window")
+                row[1].axhline(macs / scale, ls="--", color=color, label=f"{token}, no window")
         for value in points.loc[points["token"] == "baseline", "mean"]:  # summarize() spreads NMT's into each slot
             row[0].axhline(value, ls=":", color="tab:red", label="baseline")
         title = f"{task}{'/' + slot if slot else ''} ({preset})"
         row[0].set_ylabel(f"{points['metric'].iloc[0]} (mean ± std over seeds)")
-        row[1].set_ylabel("attention GMACs at the task's input size")
+        row[1].set_ylabel(f"attention {prefix}MACs at the task's input size")
         for ax, what in zip(row, ("accuracy", "cost")):
             ax.set_xticks(sorted(windowed["window"].unique()))
             ax.set_xlabel("window size (keys along one axis)")
