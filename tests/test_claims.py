@@ -129,6 +129,9 @@ def test_a_claim_is_reproduced_where_every_tested_contrast_is_and_refuted_where_
     assert verdicts.loc["C1", "seg"].startswith("refuted (")  # 0011 gains far less than 0011 -> 1111 there
     assert verdicts.loc["C2", "det"].startswith("undecided (2 0110 - baseline - 1111: not run; 0010 - baseline: ")
     assert verdicts.loc["C2", "seg"] == verdicts.loc["C5", "det"] == "not run"
+    lines = claim_verdicts(table, "<br>").set_index("claim")  # markdown: a contrast a line
+    assert lines.loc["C2", "det"].startswith("undecided<br>2 0110 - baseline - 1111: not run<br>0010 - baseline: ")
+    assert lines.loc["C2", "seg"] == "not run"
 
 
 def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
@@ -143,7 +146,7 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
     assert "Family: each task's tested contrasts (Holm within it): det (mini) 1;" in out and "not run: 0110" in out
     compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--format", "markdown"])
     out = capsys.readouterr().out
-    assert "| C1      |" in out and "| reproduced (" in out and CLAIM_STATEMENTS["C3"] in out
+    assert "| C1      |" in out and "| reproduced<br>2 0011 - baseline - 1111: +" in out and CLAIM_STATEMENTS["C3"] in out
     assert "incomplete" not in out
     compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--seeds", f"0-{SEEDS - 1}"])
     assert "incomplete" not in capsys.readouterr().out  # every seed asked is in

@@ -207,8 +207,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if table.empty:
             p.error(f"no task of the {args.claims} claims in {args.results}: C1-C5, F4 and E4-seg are about images "
                     f"(det, seg and the diagnostic tasks), T1-T4 about translation ({', '.join(TRANSLATION_TASKS)})")
-        text = frame_text(claim_verdicts(table), args.format) if args.by_claim else claims_text(table, args.format,
-                                                                                                 args.alpha)
+        if args.by_claim:  # in markdown each contrast on a line of its own
+            text = frame_text(claim_verdicts(table, "<br>" if args.format == "markdown" else None), args.format)
+        else:
+            text = claims_text(table, args.format, args.alpha)
         print_with_notes(text, incomplete_notes(table, args.seeds), args.format)
     elif args.power:
         power = power_table(results, args.alpha, args.power_target, args.effect)

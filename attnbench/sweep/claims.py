@@ -216,10 +216,11 @@ def all_claims_table(results: pd.DataFrame, alpha: float = 0.05, power: float = 
     return pd.concat([t for t in tables if len(t)], ignore_index=True) if any(len(t) for t in tables) else tables[0]
 
 
-def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+def claim_verdicts(table: pd.DataFrame, line_break: str | None = None) -> pd.DataFrame:
     """One row per claim of a :func:`claims_table`, one column per task (and preset where a task has
     several): the claim's verdict from its contrasts and, per contrast, its slot and formula, mean and
-    Holm-adjusted p (``enc-self 0111 - 1011: +5.59, p 0.002``).
+    Holm-adjusted p (``enc-self 0111 - 1011: +5.59, p 0.002``), in brackets after the verdict, or each on
+    a line of its own after ``line_break`` where one is given (``<br>`` in a markdown cell).
 
     A claim is ``reproduced`` on a task when every contrast tested there is, ``refuted`` when any is,
     ``undecided`` otherwise, and ``not run`` when none of its contrasts was tested; contrasts left
@@ -244,7 +245,8 @@ def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
                    for slot, formula, mean, p, p_holm, verdict
                    in contrasts[["slot", "contrast", "mean", "p", "p_holm", "verdict"]].itertuples(index=False)]
         column = f"{task} ({preset})" if several_presets[task] else task
-        rows[claim][column] = word if word == "not run" else f"{word} ({'; '.join(details)})"
+        rows[claim][column] = (word if word == "not run" else line_break.join([word, *details]) if line_break
+                               else f"{word} ({'; '.join(details)})")
     return pd.DataFrame(list(rows.values())).fillna("not run")
 
 
