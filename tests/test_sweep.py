@@ -376,6 +376,43 @@ def test_each_panel_counts_macs_in_the_unit_that_puts_its_largest_at_one_or_more
     assert sorted(x for x, _ in nmt.lines[0].get_xydata()) == pytest.approx([4.48, 5.6])  # the frontier, in MMACs
 
 
+def test_labels_land_in_the_same_places_on_a_slow_machine(monkeypatch):
+    """adjustText moves labels for one second by default, as many steps as the machine manages then: a step
+    count instead draws a store's plot the same under any load."""
+    import adjustText
+    import itertools
+
+    from attnbench.sweep import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
+    rows = [dict(task="det", preset="mini", slot=None, variant=v, seed=s, metric="m", value=0.5 + 0.001 * i + 0.01 * s,
+                 status="ok", macs_model=1e9 * (1 + 0.001 * i), macs_modules=0.0, params_model=1.0)
+            for i, v in enumerate(("baseline", "0010", "0100", "0110", "1000", "1111")) for s in range(2)]
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    clock = itertools.count(step=10.0)  # ten seconds pass between any two looks at the clock
+    monkeypatch.setattr(adjustText, "timer", lambda: next(clock))
+    plot_tradeoffs(pd.DataFrame(rows), "plot")
+    (fast, slow) = ([text.get_position() for text in figure.axes[0].texts] for figure in figures)
+    assert len(fast) == 6 and fast == slow
+
+
+def test_a_figure_saved_twice_writes_the_same_bytes(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnbench.sweep.plots import save_figure
+
+    written = []
+    for name in ("a", "b"):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0], "o-")
+        written.append([path.read_bytes() for path in save_figure(fig, tmp_path / name)])
+    assert written[0] == written[1] and b"<dc:date>" not in written[0][1]
+
+
 def test_pareto_front():
     points = pd.DataFrame({"variant": list("abcd"), "macs_model": [1, 2, 3, 4], "mean": [0.5, 0.4, 0.7, 0.6]})
     assert list(pareto_front(points)["variant"]) == ["a", "c"]

@@ -58,6 +58,11 @@ def row_kind(variant: str) -> str:
     return "survey" if tokens[0] in SURVEY_VARIANTS else "study"
 
 
+#: adjustText's steps at most to move a panel's labels apart: a count, not its default one second, so that a
+#: store draws the same plot on any machine and under any load.
+LABEL_ITERATIONS = 100
+
+
 def plot_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(title, points) per task (and NMT slot), the points with their :func:`row_kind` in ``kind``;
     where a task has survey rows besides the study's, they get a panel of their own, with the
@@ -159,7 +164,7 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         ax.grid(alpha=0.3)
         legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
         adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax, expand=(1.4, 1.8),
-                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
+                    iter_lim=LABEL_ITERATIONS, arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
     spare = axes.flat[len(panels):]
     for ax in spare:
         ax.axis("off")
@@ -226,13 +231,15 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
 
 
 def save_figure(fig, out_stem: str | Path, bbox_inches: str | None = None) -> list[Path]:
-    """Write ``fig`` as OUT_STEM.png and OUT_STEM.svg (their folder made where missing) and close it."""
+    """Write ``fig`` as OUT_STEM.png and OUT_STEM.svg (their folder made where missing), byte for byte the same
+    for the same figure, and close it."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     paths = [Path(out_stem).with_suffix(".png"), Path(out_stem).with_suffix(".svg")]
     paths[0].parent.mkdir(parents=True, exist_ok=True)
-    for path in paths:
-        fig.savefig(path, dpi=120, bbox_inches=bbox_inches)
+    with plt.rc_context({"svg.hashsalt": "attnbench"}):  # the SVG's element ids fixed and no date (PNGs have none)
+        for path in paths:
+            fig.savefig(path, dpi=120, bbox_inches=bbox_inches, metadata={"Date": None} if path.suffix == ".svg" else None)
     plt.close(fig)
     return paths
