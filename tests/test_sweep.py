@@ -379,8 +379,9 @@ def test_each_panel_counts_macs_in_the_unit_that_puts_its_largest_at_one_or_more
 def test_labels_land_in_the_same_places_on_a_slow_machine(monkeypatch):
     """adjustText moves labels for one second by default, as many steps as the machine manages then: a step
     count instead draws a store's plot the same under any load."""
-    import adjustText
     import itertools
+
+    import adjustText
 
     from attnbench.sweep import plots
 

@@ -109,10 +109,10 @@ def grid_columns(panels: int) -> int:
 def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool = True,
                    cost: str = "model") -> list[Path]:
     """Metric vs MACs (``cost``: the model's or the attention's, :data:`COSTS`; each panel in its
-    :func:`mac_unit`), one panel per task (and
-    NMT slot; survey rows apart): per row its mean ± std over seeds and each seed's run as a small dot
-    (rules learnt or not show as two clusters), one marker per kind of row, every point named (labels
-    moved apart by adjustText). A one-line title per panel; the gates' range (:func:`gate_note`) in its
+    :func:`mac_unit`), one panel per task (and NMT slot; survey rows apart): per row its mean ± std over
+    seeds and each seed's run as a small dot (rules learnt or not show as two clusters), one marker per
+    kind of row, every point named (labels moved apart by adjustText, :data:`LABEL_ITERATIONS` steps at
+    most). A one-line title per panel; the gates' range (:func:`gate_note`) in its
     caption. The Pareto frontier of the means only where every row has two seeds or more; a panel of
     single-seed rows says so and draws no line. One legend, in the grid's spare cell if there is one.
     PNG and SVG."""
