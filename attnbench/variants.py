@@ -31,6 +31,7 @@ conv2 in conv3 to conv5.
 from __future__ import annotations
 
 import importlib
+import keyword
 import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -473,14 +474,15 @@ class Variant:
         """The row as flat fields a run table can filter, group and colour by (W&B's config): ``E1`` ..
         ``E4`` (booleans, all False without a factor string), each token present as ``True`` under its
         name (``deformable``, ``dynamic``, ...), each parameter under its name (``gate``, ``range``,
-        ...), or ``name_token`` where two tokens set the same one."""
+        ...), or ``name_token`` where two tokens set the same one. A name that is a Python keyword ends in
+        ``_`` (``nonlocal_``): mmengine writes a config's dicts as ``dict(name=value)``."""
         terms = self.factors or "0000"
         fields = {f"E{i + 1}": on == "1" for i, on in enumerate(terms)}
         fields |= {token: True for token in self.tokens if token != self.factors}
         names = [name for _, token_params in self.params for name, _ in token_params]
         for token, token_params in self.params:
             fields |= {name if names.count(name) == 1 else f"{name}_{token}": value for name, value in token_params}
-        return fields
+        return {f"{name}_" if keyword.iskeyword(name) else name: value for name, value in fields.items()}
 
     def optimizer_overrides(self) -> dict:
         """``optim_wrapper`` keys (``paramwise_cfg.custom_keys``) of the tokens that set ``lr``: each plugin's

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attnbench.config_files import vision_config_path
+from attnbench.mm.run_setup import cpu_model
 from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan, parse_seeds, seed_list
 from attnbench.sweep.effects import factor_effects
@@ -752,6 +753,17 @@ param_scheduler = []
     return path
 
 
+def test_the_cpu_model_names_the_processor_and_the_vector_instructions_torch_uses():
+    """What the store records as ``cpu``: the first processor of /proc/cpuinfo and torch's dispatch level."""
+    described = cpu_model()
+    assert described.endswith(" " + torch.backends.cpu.get_cpu_capability())
+    first = Path("/proc/cpuinfo").read_text().split("\n\n")[0] if Path("/proc/cpuinfo").exists() else ""
+    info = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+    if "vendor_id" in info:  # x86 Linux, as here
+        assert described == (f"{info['vendor_id']} {info['cpu family']}/{info['model']}/{info['stepping']} "
+                             f"{torch.backends.cpu.get_cpu_capability()}")
+
+
 @pytest.mark.slow
 def test_a_run_is_reproducible_to_the_bit_whichever_entry_point_starts_it(tmp_path):
     """Two sweeps of one run (at --jobs 1 and 2) and tools/train.py with the same seed end with the same
@@ -764,6 +776,7 @@ def test_a_run_is_reproducible_to_the_bit_whichever_entry_point_starts_it(tmp_pa
     assert rows[0]["value"] == rows[1]["value"] and rows[0]["value_class_agnostic"] == rows[1]["value_class_agnostic"]
     assert rows[0]["threads"] == 1 and rows[0]["device"] == "cpu"
     assert rows[0]["torch_version"] == torch.__version__ and rows[0]["mmcv_version"] == "2.1.0"
+    assert rows[0]["cpu"] == rows[1]["cpu"] == cpu_model()
     work_dir = tmp_path / "train_py"
     subprocess.run([sys.executable, str(ROOT / "tools/train.py"), str(config), "--work-dir", str(work_dir),
                     "--cfg-options", "randomness.seed=3"], check=True, capture_output=True, cwd=tmp_path)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.variants import PARAMETERS, Variant, vision_rows
+from attnbench.variants import MECHANISMS, PARAMETERS, Variant, vision_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,6 +137,17 @@ def test_fields_split_the_row_into_terms_tokens_and_parameters():
         E1=False, E2=True, E3=True, E4=False, deformable=True, range=7, gate=1.0, groups=4)
     assert Variant.parse("0010:gate=1+dynamic:gate=0.5").fields == dict(
         E1=False, E2=False, E3=True, E4=False, dynamic=True, gate_0010=1.0, gate_dynamic=0.5)
+
+
+def test_every_token_s_fields_print_in_a_config():
+    """The fields travel in each run's config (``attnbench_run``), which mmengine prints as ``dict(name=value)``
+    into the log: a token named after a Python keyword (``nonlocal``) must not end the run there."""
+    from mmengine.config import Config
+
+    for token in MECHANISMS:
+        fields = Variant.parse(token).with_defaults(dict(gate=1.0, lr=10.0)).fields
+        assert Config(dict(attnbench_run=fields)).pretty_text, token
+    assert Variant.parse("nonlocal").fields == dict(E1=False, E2=False, E3=False, E4=False, nonlocal_=True)
 
 
 def test_defaults_fill_only_what_a_token_takes_and_leaves_unset():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import os
 import os.path as osp
+import platform
+import re
 from contextlib import contextmanager
 
 import torch
@@ -78,7 +80,8 @@ def apply_run_protocol(cfg: Config) -> dict:
     (``tools/train.py``, ``tools/test.py`` or the sweep) and however many runs share the machine.
     Deterministic algorithms are requested where torch has them (``warn_only``: an op without one
     warns instead of failing, as several CUDA ops of mmdet would). Returns the protocol the results
-    store records: ``threads``, ``device``, ``torch_version``, ``mmcv_version``.
+    store records: ``threads``, ``device``, ``torch_version``, ``mmcv_version``, and the ``cpu``
+    (:func:`cpu_model`), which the float kernels also depend on.
     """
     import mmcv
 
@@ -88,7 +91,25 @@ def apply_run_protocol(cfg: Config) -> dict:
     torch.use_deterministic_algorithms(True, warn_only=True)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return dict(threads=torch.get_num_threads(), device=device, torch_version=torch.__version__,
-                mmcv_version=mmcv.__version__)
+                mmcv_version=mmcv.__version__, cpu=cpu_model())
+
+
+def cpu_model() -> str:
+    """The CPU a run computes on, as its float kernels see it: vendor, family/model/stepping (Linux's
+    ``/proc/cpuinfo``; the platform's processor string elsewhere) and the vector instructions torch
+    dispatches to, e.g. ``GenuineIntel 6/207/2 AVX512``.
+
+    oneDNN and MKL choose their kernels, and so the order of each sum, by instruction set and cache
+    sizes: one config and seed train to other numbers on another CPU model (docs/sweep.md).
+    """
+    fields = {}
+    if osp.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            first_processor = f.read().split("\n\n")[0]
+        fields = dict(re.findall(r"^([^:\n]*?)\s*:[ \t]*(.*)$", first_processor, re.MULTILINE))
+    ids = "/".join(fields.get(key, "?") for key in ("cpu family", "model", "stepping"))
+    name = f"{fields['vendor_id']} {ids}" if "vendor_id" in fields else platform.processor() or platform.machine()
+    return f"{name} {torch.backends.cpu.get_cpu_capability()}"
 
 
 def format_configs_once() -> None:

@@ -15,7 +15,9 @@ import pandas as pd
 from filelock import FileLock
 
 #: Columns of a result row, in order. ``threads``, ``device``, ``torch_version`` and ``mmcv_version``
-#: are the run's protocol: runs at one seed are comparable (paired) only when they share it.
+#: are the run's protocol: runs at one seed are comparable (paired) only when they share it. ``cpu`` is the
+#: CPU model the run computed on (attnbench.mm.run_setup.cpu_model; empty for rows before 2026-12-06):
+#: recorded, not paired on, since a study's rows at one seed may run on two machines.
 #: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
@@ -43,7 +45,7 @@ COLUMNS = (
     "peak_memory_mb", "loss_first",
     "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
-    "threads", "world_size", "device", "torch_version", "mmcv_version", "status", "error",
+    "threads", "world_size", "device", "cpu", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at", "wandb_id",
 )
 
@@ -52,7 +54,7 @@ COLUMNS = (
 #: read its variant as the number 10 (and write it back so), nor a hex config hash as a number.
 TEXT_COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size",
-    "device", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
+    "device", "cpu", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
     "git_commit", "started_at", "finished_at", "wandb_id",
 )
 
