@@ -139,6 +139,16 @@ def l10n_row_range() -> str:
     return f"the claims' rows score {means.min():.0f} to {means.max():.0f};"
 
 
+def l10n_tradeoff_effects() -> str:
+    """The main effects on real language from the trade-off part's seeds 210-212, read after it completed."""
+    effects = factor_effects(runs_of("l10n", "nmt-l10n", range(210, 213))).set_index(["slot", "term"])["effect"]
+    enc, cross = effects["enc-self"], effects["enc-dec"]
+    return (f"E4 {enc['E4']:+.2f} and E2 {enc['E2']:+.2f} BLEU, where E1 costs {-enc['E1']:.2f} and E3 adds "
+            f"{enc['E3']:.2f}; in encoder-decoder attention E2 adds {cross['E2']:.2f} BLEU, E1 {cross['E1']:.2f}, E4 "
+            f"{cross['E4']:.2f} and E3 {cross['E3']:.2f}; in decoder self-attention no term moves it by more than "
+            f"{effects['dec-self'].abs().max():.2f} BLEU")
+
+
 def first_study_translation() -> str:
     e1, e1_self, e2 = (effect("mini-sweep", "nmt", term, slot)
                        for term, slot in (("E1", "enc-dec"), ("E1", "enc-self"), ("E2", "enc-self")))
@@ -207,7 +217,8 @@ def flag_rows(task: str) -> str:
 FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
-                      translation_detects, l10n_enc_dec_rows, l10n_row_range, first_study_translation, flag_claims, e4_lead,
+                      translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
+                      first_study_translation, flag_claims, e4_lead,
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
