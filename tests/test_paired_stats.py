@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.sweep.effects import factor_effects, power_table
@@ -293,6 +294,26 @@ def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
     for bad in (["--seeds", "4-2"], ["--seeds", "x"], ["--seeds", "9"]):
         with pytest.raises(SystemExit):
             compare.main(["--results", str(tmp_path / "store"), *bad])
+
+
+def test_compare_rows_shows_the_study_or_the_survey_with_holm_over_those_alone(tmp_path, capsys):
+    """--rows: the study's rows or the survey's modules, each with the baseline; Holm adjusts over what is shown."""
+    gains = {"1111": [0.02, 0.03, 0.025], "deformable": [0.01, -0.01, 0.015], "se": [0.001, 0.03, -0.01],
+             "nonlocal": [0.04, 0.035, 0.05]}
+    rows = rows_of("baseline", BASELINE) + [r for variant, gain in gains.items()
+                                            for r in rows_of(variant, np.add(BASELINE, gain))]
+    (tmp_path / "store").mkdir()
+    store_frame(rows).to_csv(tmp_path / "store" / "results.csv", index=False)
+    for shown, variants in (("study", ["1111", "deformable"]), ("survey", ["se", "nonlocal"])):
+        compare.main(["--results", str(tmp_path / "store"), "--rows", shown, "--format", "csv"])
+        table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
+        assert sorted(table.index) == sorted(["baseline", *variants])
+        p = [stats.ttest_rel(np.add(BASELINE, gains[v]), BASELINE).pvalue for v in variants]
+        assert list(table.loc[variants, "p_holm"]) == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-3)
+    (tmp_path / "study").mkdir()
+    store_frame(rows[:6]).to_csv(tmp_path / "study" / "results.csv", index=False)  # the baseline and 1111 alone
+    with pytest.raises(SystemExit):
+        compare.main(["--results", str(tmp_path / "study"), "--rows", "survey"])
 
 
 def test_compare_per_seed_lists_every_run(tmp_path, capsys):

@@ -13,6 +13,7 @@
     python tools/compare.py --results results/claims --claims --by-claim   # a line per claim, its verdict per task
     python tools/compare.py --results results/e4-seg --seeds 230-234 --claims e4-seg   # a registered lead
     python tools/compare.py --results results/run-cost --cost   # where each run's time went: training and the rest
+    python tools/compare.py --results results/claims --seeds 110-112 --rows survey   # the survey's modules alone
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
 seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
@@ -40,6 +41,7 @@ import pandas as pd
 from attnbench.sweep import plan
 from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts, claims_text
 from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.sweep.plots import row_kind
 from attnbench.sweep.summary import (comparison_table, context_values, cost_table, p_text, pairing_notes, per_seed_table,
                                      summarize)
 from attnbench.sweep.store import read_store_or_exit
@@ -159,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "the rows of a task (and slot); p is unadjusted either way")
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
+    p.add_argument("--rows", choices=["study", "survey"], help="only the study's rows (the factor sets, its other "
+                   "mechanisms and their combinations) or only the survey's modules, each with the reference "
+                   "(default: all): p_holm then adjusts over the rows shown, as the trade-off plots give the "
+                   "survey a panel of its own")
     args = p.parse_args(argv)
     if sum((args.effects, args.power, args.per_seed, bool(args.claims), args.cost)) > 1:
         p.error("--effects, --power, --per-seed, --claims and --cost are different outputs: choose one")
@@ -193,6 +199,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"--reference: {error}")
         if not (results["variant"] == args.reference).any():
             p.error(f"--reference {args.reference} has no runs in {args.results}")
+    if args.rows:
+        kinds = results["variant"].map(row_kind)
+        shown = (kinds == "survey") == (args.rows == "survey")
+        results = results[shown | (results["variant"] == args.reference)]
+        if (results["variant"] == args.reference).all():
+            p.error(f"no {args.rows} rows in {args.results} for tasks {args.tasks or 'any'} and seeds "
+                    f"{args.seeds or 'any'}")
     if args.effects:
         print(frame_text(factor_effects(results), args.format))
     elif args.per_seed:
