@@ -139,7 +139,7 @@ def test_fields_split_the_row_into_terms_tokens_and_parameters():
         E1=False, E2=False, E3=True, E4=False, dynamic=True, gate_0010=1.0, gate_dynamic=0.5)
 
 
-def test_every_token_s_fields_print_in_a_config():
+def test_every_token_prints_in_a_run_config():
     """The fields travel in each run's config (``attnbench_run``), which mmengine prints as ``dict(name=value)``
     into the log: a token named after a Python keyword (``nonlocal``) must not end the run there."""
     from mmengine.config import Config
