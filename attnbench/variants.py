@@ -470,6 +470,15 @@ class Variant:
         return replace(self, params=tuple(params))
 
     @property
+    def gate_start(self) -> float | None:
+        """Where the most closed of its gated tokens' gates starts: the smallest ``gate`` among the tokens that
+        take one (0, the zero start, where such a token sets none), None where no token takes it (docs/mechanisms.md:
+        blocks that start at zero)."""
+        gates = [self.params_of(token).get("gate", 0.0) for token in self.tokens
+                 if "gate" in mechanism_of(token).params]
+        return min(gates) if gates else None
+
+    @property
     def fields(self) -> dict:
         """The row as flat fields a run table can filter, group and colour by (W&B's config): ``E1`` ..
         ``E4`` (booleans, all False without a factor string), each token present as ``True`` under its

@@ -139,6 +139,14 @@ def test_fields_split_the_row_into_terms_tokens_and_parameters():
         E1=False, E2=False, E3=True, E4=False, dynamic=True, gate_0010=1.0, gate_dynamic=0.5)
 
 
+def test_gate_start_is_the_most_closed_gate_of_the_tokens_that_take_one():
+    assert Variant.parse("1111:gate=1").gate_start == 1.0
+    assert Variant.parse("nonlocal").gate_start == 0.0  # out_gain's zero start, the module's default
+    assert Variant.parse("0010:gate=1+dynamic:gate=0.5").gate_start == 0.5
+    assert Variant.parse("0010:gate=1+deformable").gate_start == 1.0  # deformable takes no gate
+    assert Variant.parse("se").gate_start is None and Variant.parse("baseline").gate_start is None
+
+
 def test_every_token_prints_in_a_run_config():
     """The fields travel in each run's config (``attnbench_run``), which mmengine prints as ``dict(name=value)``
     into the log: a token named after a Python keyword (``nonlocal``) must not end the run there."""

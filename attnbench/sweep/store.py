@@ -21,7 +21,9 @@ from filelock import FileLock
 #: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
-#: its tokens' parameters (``range=7``; attnbench.variants). ``gate_max`` and ``offset_mean_px`` say how far
+#: its tokens' parameters (``range=7``; attnbench.variants). ``gate_start`` is where the run's gates started, its
+#: preset's protocol included (attnbench.variants.Variant.gate_start: the smallest; 0 the zero start; empty without
+#: a gated token, and for rows before 2026-12-06). ``gate_max`` and ``offset_mean_px`` say how far
 #: the run's attention left its start, ``gate_loss_max`` how far the loss (not weight decay) moved its gates
 #: and ``gate_loss_opened`` whether it opened (> 0) or closed (< 0) the gate it moved most
 #: (attnbench.mm.hooks.OpeningHook); empty where it has no gate or offset, or for rows written before.
@@ -43,7 +45,7 @@ COLUMNS = (
     "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_iters", "train_seconds", "val_seconds", "run_seconds", "outside_seconds",
     "peak_memory_mb", "loss_first",
-    "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
+    "gate_start", "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
     "mass_context_E1", "mass_context_E2", "mass_context_E3", "mass_context_E4",
     "threads", "world_size", "device", "cpu", "torch_version", "mmcv_version", "status", "error",
     "config", "config_hash", "attnbench_version", "git_commit", "started_at", "finished_at", "wandb_id",

@@ -104,6 +104,10 @@ class VisionTask:
         config takes the full preset's (mmcv's initialisation), whatever the preset."""
         return preset_variant("full" if self.user_config else config_preset(preset), variant)
 
+    def gate_start(self, preset: str, variant: str) -> float | None:
+        """Where the run's residual gates start (:attr:`Variant.gate_start`, the preset's protocol applied)."""
+        return self.variant(preset, variant).gate_start
+
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         import torch
 
@@ -169,6 +173,10 @@ class TranslationTask:
     def variant(self, preset: str, variant: str) -> Variant:
         """The variant a run trains (translation's presets add no parameters)."""
         return Variant.parse(variant)
+
+    def gate_start(self, preset: str, variant: str) -> None:
+        """None: the translation model's attention has no residual gate."""
+        return None
 
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         from attnbench.config_files import CONFIG_ROOT

@@ -157,7 +157,8 @@ def execute(run: dict) -> tuple[dict, float]:
     value = float(recorder.metrics[task.metric])
     if not math.isfinite(value):
         raise FloatingPointError(f"{task.metric} is {value}: the run diverged")
-    row = dict(metric=task.metric, value=value, train_seconds=recorder.train_seconds,
+    row = dict(metric=task.metric, value=value, gate_start=task.gate_start(run["preset"], run["variant"]),
+               train_seconds=recorder.train_seconds,
                val_seconds=round(recorder.val_seconds, 1),
                peak_memory_mb=round(_peak_memory_mb(), 1), world_size=world_size, train_iters=runner.iter,
                **protocol, **recorder.extra)
