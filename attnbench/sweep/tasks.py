@@ -1,6 +1,7 @@
 """The benchmark's tasks: where their configs are, what they measure, how their FLOPs are counted."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -124,8 +125,26 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
-        row = count_model(model, forward)
+        with every_proposal(model):
+            row = count_model(model, forward)
         return row | {"input_size": f"{height}x{width}"}
+
+
+@contextmanager
+def every_proposal(model: torch.nn.Module):
+    """A two-stage detector's RPN keeps its ``max_per_img`` proposals, whatever its weights: NMS (IoU
+    threshold 1) and the box size filter are off inside the block, so the RoI head is counted on a fixed
+    number of regions (how many survive NMS depends on the weights; a run is counted before training)."""
+    rpn = getattr(model, "rpn_head", None)
+    cfg = getattr(rpn, "test_cfg", None)
+    if cfg is None:
+        yield
+        return
+    rpn.test_cfg = type(cfg)(dict(cfg, nms=dict(cfg.get("nms") or {}, iou_threshold=1.0), min_bbox_size=-1))
+    try:
+        yield
+    finally:
+        rpn.test_cfg = cfg
 
 
 @dataclass(frozen=True)
