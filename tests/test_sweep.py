@@ -17,7 +17,7 @@ from attnbench.mm.run_setup import cpu_model
 from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan, parse_seeds, seed_list
 from attnbench.sweep.effects import factor_effects
-from attnbench.sweep.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind
+from attnbench.sweep.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind, select_rows
 from attnbench.sweep.summary import comparison_table, cost_table, summarize
 from attnbench.sweep.store import ResultsStore
 from attnbench.sweep.tasks import TASKS
@@ -290,6 +290,34 @@ def test_plot_puts_survey_rows_in_a_panel_of_their_own_with_the_baseline(tmp_pat
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
     paths = plot_tradeoffs(pd.DataFrame(rows), tmp_path / "plot_attention", cost="attention")
     assert [p.name for p in paths] == ["plot_attention.png", "plot_attention.svg"]
+
+
+def test_plot_and_compare_show_the_tasks_and_row_group_asked_for(tmp_path):
+    """plot.py --tasks det --rows study draws the study's rows of det with the baseline, one panel; compare.py
+    --rows survey gives the survey's rows with the baseline; a group or task without runs is one clear error."""
+    store = ResultsStore(tmp_path)
+    for task in ("det", "seg"):
+        for i, variant in enumerate(("baseline", "0010", "se", "gc")):
+            for seed in (0, 1):
+                store.record(dict(run_id=f"{task}-{variant}-{seed}", task=task, preset="mini", variant=variant,
+                                  seed=seed, metric="m", value=float(i + seed), status="ok", macs_model=1.0 + i,
+                                  macs_modules=float(i), params_model=1.0))
+    assert sorted(select_rows(store.read(), "survey")["variant"].unique()) == ["baseline", "gc", "se"]
+
+    def tool(name, *args):
+        return subprocess.run([sys.executable, f"tools/{name}.py", "--results", str(tmp_path), *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+
+    done = tool("plot", "--tasks", "det", "--rows", "study", "--out", str(tmp_path / "study"))
+    assert done.returncode == 0 and (tmp_path / "study.png").is_file(), done.stderr
+    shown = tool("compare", "--tasks", "seg", "--rows", "survey")
+    assert shown.returncode == 0, shown.stderr
+    assert [line.split()[2] for line in shown.stdout.splitlines() if line.split()[:2] == ["seg", "mini"]] == [
+        "baseline", "se", "gc"]
+    for name, args, error in [("plot", ("--tasks", "det,nmt"), "--tasks nmt: no runs in"),
+                              ("plot", ("--tasks", "det", "--rows", "bogus"), "invalid choice: 'bogus'")]:
+        failed = tool(name, *args)
+        assert failed.returncode == 2 and error in failed.stderr, failed.stderr
 
 
 def test_plot_draws_each_seed_as_a_dot(monkeypatch):

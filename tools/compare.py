@@ -41,7 +41,7 @@ import pandas as pd
 from attnbench.sweep import plan
 from attnbench.sweep.claims import CLAIM_FAMILIES, all_claims_table, claim_verdicts, claims_text
 from attnbench.sweep.effects import factor_effects, power_table
-from attnbench.sweep.plots import row_kind
+from attnbench.sweep.plots import ROW_GROUPS, select_rows
 from attnbench.sweep.summary import (comparison_table, context_values, cost_table, p_text, pairing_notes, per_seed_table,
                                      summarize)
 from attnbench.sweep.store import read_store_or_exit
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "the rows of a task (and slot); p is unadjusted either way")
     p.add_argument("--reference", default="baseline", help="the row every other is compared with, paired by seed "
                    "like the baseline (default: baseline), e.g. dynamic:kernel=7")
-    p.add_argument("--rows", choices=["study", "survey"], help="only the study's rows (the factor sets, its other "
+    p.add_argument("--rows", choices=ROW_GROUPS, help="only the study's rows (the factor sets, its other "
                    "mechanisms and their combinations) or only the survey's modules, each with the reference "
                    "(default: all): p_holm then adjusts over the rows shown, as the trade-off plots give the "
                    "survey a panel of its own")
@@ -200,9 +200,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not (results["variant"] == args.reference).any():
             p.error(f"--reference {args.reference} has no runs in {args.results}")
     if args.rows:
-        kinds = results["variant"].map(row_kind)
-        shown = (kinds == "survey") == (args.rows == "survey")
-        results = results[shown | (results["variant"] == args.reference)]
+        results = select_rows(results, args.rows, args.reference)
         if (results["variant"] == args.reference).all():
             p.error(f"no {args.rows} rows in {args.results} for tasks {args.tasks or 'any'} and seeds "
                     f"{args.seeds or 'any'}")

@@ -2,13 +2,14 @@
 
     python tools/plot.py [--results results/sweep] [--out results/sweep/tradeoff] [--no-published]
     python tools/plot.py --results results/sweep --cost attention   # against the attention's MACs (tradeoff_attention)
+    python tools/plot.py --results results/claims --tasks det,seg --rows study --out results/claims/tradeoff_study
     python tools/plot.py --results results/figure4 --windows   # accuracy and cost against the window size
 """
 import argparse
 import sys
 from pathlib import Path
 
-from attnbench.sweep.plots import plot_tradeoffs, plot_windows
+from attnbench.sweep.plots import ROW_GROUPS, plot_tradeoffs, plot_windows, select_rows
 from attnbench.sweep.store import finished_runs, read_store_or_exit
 
 
@@ -23,8 +24,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--windows", action="store_true", help="the study's Figure 4 instead: each windowed mechanism's "
                    "metric and attention MACs against its window size (rows with kernel= or range=; default "
                    "output RESULTS/windows)")
+    p.add_argument("--tasks", help="comma-separated tasks to plot (default: all)")
+    p.add_argument("--rows", choices=ROW_GROUPS, help="only the study's rows (the factor sets, its other mechanisms "
+                   "and their combinations) or only the survey's modules, each with the baseline (default: all)")
     args = p.parse_args(argv)
     results = read_store_or_exit(args.results, "plot.py")
+    if args.tasks:
+        tasks = args.tasks.split(",")
+        if unknown := sorted(set(tasks) - set(results["task"])):
+            p.error(f"--tasks {','.join(unknown)}: no runs in {args.results} (tasks there: "
+                    f"{','.join(sorted(results['task'].unique()))})")
+        results = results[results["task"].isin(tasks)]
+    if args.rows:
+        results = select_rows(results, args.rows)
+        if (results["variant"] == "baseline").all():
+            p.error(f"no {args.rows} rows in {args.results} for tasks {args.tasks or 'any'}")
     if finished_runs(results).empty:
         sys.exit(f"plot.py: error: no successful runs to plot in {args.results} ({len(results)} rows, none 'ok')")
     if args.windows:

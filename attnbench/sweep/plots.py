@@ -58,6 +58,18 @@ def row_kind(variant: str) -> str:
     return "survey" if tokens[0] in SURVEY_VARIANTS else "study"
 
 
+#: ``--rows``: the study's rows (the factor sets, its other mechanisms and their combinations) or the survey's.
+ROW_GROUPS = ("study", "survey")
+
+
+def select_rows(results: pd.DataFrame, group: str, reference: str = "baseline") -> pd.DataFrame:
+    """The runs of one of :data:`ROW_GROUPS`, with those of the ``reference`` row they are compared with."""
+    if group not in ROW_GROUPS:
+        raise ValueError(f"rows must be one of {ROW_GROUPS}, got {group!r}")
+    survey = results["variant"].map(row_kind) == "survey"
+    return results[(survey == (group == "survey")) | (results["variant"] == reference)]
+
+
 #: adjustText's steps at most to move a panel's labels apart: a count, not its default one second, so that a
 #: store draws the same plot on any machine and under any load.
 LABEL_ITERATIONS = 100

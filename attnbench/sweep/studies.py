@@ -99,6 +99,11 @@ def _plots(*costs: str) -> tuple[Report, ...]:
     return tuple(Report("plot", ("--results", "{results}", *(("--cost", cost) if cost else ()))) for cost in costs)
 
 
+#: The README's figure: the study's rows on the detector and the segmentor, against the attention's MACs.
+_STUDY_ROWS_PLOT = Report("plot", ("--results", "{results}", "--cost", "attention", "--tasks", "det,seg", "--rows",
+                                   "study", "--out", "{results}/tradeoff_attention_study"))
+
+
 def _screen(name: str, about: str, tasks: str, seeds: str, *rows: str, preset: str = "mini", closed: str = "") -> Part:
     """A diagnostic screen or confirmation into ``results/protocol``: ``rows`` as sweep flags."""
     return Part(name, about, "results/protocol",
@@ -217,7 +222,7 @@ def study_parts() -> dict[str, Part]:
              (_store("results/claims", "--tasks", "det-flag-side", "--factors", "0100", "--modules", "deformable,dynamic",
                      "--seeds", "110-119"),)),
         Part("claims-report", "the claims table, the verdicts per task and the trade-off plots of results/claims",
-             "results/claims", reports=(*_claims_reports("110-119"), *_plots("", "attention"))),
+             "results/claims", reports=(*_claims_reports("110-119"), *_plots("", "attention"), _STUDY_ROWS_PLOT)),
         Part("l10n-pilot", "real language (nmt-l10n): the baseline's cost per run and seed spread", "results/l10n",
              (_store("results/l10n", "--tasks", "nmt-l10n", "--seeds", "200-202"),)),
         _translation_claims("l10n-claims", "nmt-l10n"),
