@@ -2,7 +2,7 @@
 
     python tools/plot.py [--results results/sweep] [--out results/sweep/tradeoff] [--no-published]
     python tools/plot.py --results results/sweep --cost attention   # against the attention's MACs (tradeoff_attention)
-    python tools/plot.py --results results/claims --cost attention --tasks det,seg --rows study --out OUT   # two tasks' study rows
+    python tools/plot.py --results results/claims --cost attention --tasks det,seg --rows study --out OUT
     python tools/plot.py --results results/figure4 --windows   # accuracy and cost against the window size
 """
 import argparse
