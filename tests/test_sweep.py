@@ -245,6 +245,21 @@ def test_run_killed_after_its_final_checkpoint_is_validated_when_resumed(sweep):
 
 
 @pytest.mark.slow
+def test_a_forced_run_trains_again_from_scratch(sweep):
+    """--force (``fresh``): the run's folder goes first, so a finished run trains again rather than resuming
+    at its last checkpoint and only validating; on the same machine it reproduces its value."""
+    store, runner, runs, rows = sweep
+    baseline = runs[0]
+    stale = runner.run_dir(baseline) / "stale.txt"
+    stale.write_text("from an earlier attempt")
+    (row,) = runner.run_all([baseline], fresh=True)
+    assert row["status"] == "ok", row.get("error")
+    assert not stale.exists() and len(list(runner.run_dir(baseline).glob("2*_*/"))) == 1  # one attempt's log folder
+    assert row["value"] == rows["baseline"]["value"] and row["loss_first"] == rows["baseline"]["loss_first"]
+    assert row["train_iters"] == rows["baseline"]["train_iters"] and row["train_seconds"] < 1000.0
+
+
+@pytest.mark.slow
 def test_wandb_offline_run_has_config_and_summary(sweep):
     store, runner, runs, _ = sweep
     (run_file,) = runner.run_dir(runs[1]).glob("**/offline-run-*/run-*.wandb")

@@ -73,7 +73,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "or a mix: --seeds 12-19 adds fresh seeds to a store without rerunning or re-listing the old ones")
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")
     p.add_argument("--results", default="results/sweep", help="results directory (default: results/sweep)")
-    p.add_argument("--force", action="store_true", help="redo runs already recorded as done")
+    p.add_argument("--force", action="store_true", help="redo runs already recorded as done, from scratch (their "
+                   "run folders, checkpoints included, are removed first)")
     p.add_argument("--no-snapshot", action="store_true", help="run the workers from the checkout itself, not from "
                    "the copy of attnbench/ and configs/ taken at the start (RESULTS/code/<hash>/)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, configs and FLOPs; train nothing")
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         def on_start(run):
             bar.set_postfix_str(f"{run.task}/{run.slot + '/' if run.slot else ''}{run.variant}/seed{run.seed}")
 
-        for row in runner.run_all(todo, on_start):
+        for row in runner.run_all(todo, on_start, fresh=args.force):
             failed += row["status"] != "ok"
             outcome = (f"FAILED {row['error']}" if row["status"] != "ok" else "ok" if args.blind
                        else f"{row['metric']}={row['value']:.4g}")

@@ -314,9 +314,14 @@ class SweepRunner:
         self.store.record(row)
         return row
 
-    def run_all(self, runs: list[Run], on_start=lambda run: None):
-        """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts)."""
+    def run_all(self, runs: list[Run], on_start=lambda run: None, fresh: bool = False):
+        """Execute ``runs``; yields each recorded row as it completes (``on_start(run)`` as it starts). A run
+        whose folder holds a checkpoint resumes from it, unless ``fresh`` (``--force``): then its folder is
+        removed first and it trains from scratch (resumed, a finished run would only be validated again)."""
         _ = [run.run_id for run in runs]  # resolves and caches every config: mmengine loading is not thread-safe
+        if fresh:
+            for run in runs:
+                shutil.rmtree(self.run_dir(run), ignore_errors=True)
         configs = [run.config_with_options() for run in runs]
         if any(missing_data(cfg) for cfg in configs):  # data the runs' datasets would write on first use
             from attnbench.mm.run_setup import generate_missing_data  # OpenMMLab's imports: only then
