@@ -14,6 +14,7 @@ from scipy.stats import binomtest
 
 from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table, claim_rows
 from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.sweep.plots import select_rows
 from attnbench.sweep.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.summary import successful_runs, summarize
@@ -169,6 +170,33 @@ def flag_claims() -> str:
             f"(smallest Holm p {table['p_holm'].min():.3f})")
 
 
+def survey_rows(task: str, unit: str, digits: int) -> str:
+    """The survey's modules against the baseline under the protocol (results/claims, seeds 110-112, Holm over
+    them: ``compare.py --rows survey``): the lowest and highest paired difference and the smallest Holm p."""
+    rows = summarize(select_rows(runs_of("claims", task, range(110, 113)), "survey")).set_index("variant")
+    delta, p_holm = rows["paired_delta"].drop("baseline"), rows["p_holm"].drop("baseline")
+    return (f"from {delta.min():+.{digits}f} {unit} (`{delta.idxmin()}`) to {delta.max():+.{digits}f} "
+            f"(`{delta.idxmax()}`)", f"(smallest Holm p {p_holm.min():.3f}, `{p_holm.idxmin()}`)")
+
+
+def survey_facts() -> str:
+    (det_range, det_p), (seg_range, seg_p) = survey_rows("det", "mAP", 3), survey_rows("seg", "mIoU", 2)
+    power = power_table(select_rows(pd.concat([runs_of("claims", task, range(110, 113)) for task in ("det", "seg")]),
+                                    "survey"), 0.05, 0.8).set_index("task")["min_detectable_effect"]
+    return (f"On the detector the modules lie {det_range} from the baseline {det_p}; on the segmentor {seg_range} "
+            f"{seg_p}. Three paired seeds detect, at 0.05 before any adjustment and with 80 % power, differences of "
+            f"{power['det']:.3f} mAP and {power['seg']:.2f} mIoU (`--power`).")
+
+
+def survey_gates() -> str:
+    """How far the loss moved cc's gates on the detector, against every run of the study's rows that records it."""
+    runs = runs_of("claims", "det")
+    moved = runs[runs["variant"] == "cc"]["gate_loss_max"]
+    study = select_rows(runs, "study")["gate_loss_max"].dropna()
+    return (f"({moved.min():.2f} to {moved.max():.2f}, against at most {study.max():.3f} in the {len(study)} "
+            "runs of the study's rows that record it)")
+
+
 def e4_lead() -> str:
     return f"E4 on the segmentor ({effect('claims', 'seg', 'E4', seeds=range(110, 113))['effect']:+.2f} mIoU"
 
@@ -218,7 +246,7 @@ FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
-                      first_study_translation, flag_claims, e4_lead,
+                      first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
