@@ -163,7 +163,7 @@ def test_blind_prints_each_runs_status_and_not_its_metric(tmp_path, monkeypatch,
     """The study's parts run --blind: a finished run's line says ok or FAILED, never its value."""
     from attnbench.sweep.launch import SweepRunner
 
-    def run_all(self, runs, on_start=None):
+    def run_all(self, runs, on_start=None, fresh=False):
         for run, status in zip(runs, ("ok", "failed")):
             yield dict(task=run.task, variant=run.variant, seed=run.seed, status=status, metric="translation/BLEU",
                        value=12.3456, error="diverged")
