@@ -46,3 +46,12 @@ def test_openmmlab_stack_with_compiled_ops_imports():
     boxes = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 1.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]])
     kept, _ = mmcv.ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5)
     assert kept.shape[0] == 2
+
+
+def test_importing_attnbench_silences_the_stacks_pkg_resources_warning():
+    """mmengine's ``is_installed`` (Config.fromfile calls it for a base config ``mmdet::...``) imports the deprecated
+    pkg_resources and reloads it: after ``import attnbench``, as in every tool, neither prints a warning."""
+    code = ("import warnings; warnings.simplefilter('default'); import attnbench\n"
+            "from mmengine.utils import is_installed; assert is_installed('mmdet')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pkg_resources" not in done.stderr, done.stderr[-1000:]
