@@ -13,7 +13,14 @@ import warnings
 #: after them, keep ``pretrained`` and the cross-entropy's default ``avg_non_ignore=False``.
 STACK_WARNINGS = ("pkg_resources is deprecated", "``build_loss`` would be deprecated soon",
                   "Default ``avg_non_ignore`` is False", "DeprecationWarning: pretrained is a deprecated")
-for _message in STACK_WARNINGS:
-    warnings.filterwarnings("ignore", message=re.escape(_message), category=UserWarning)
+
+
+def silence_stack_warnings() -> None:
+    """Ignore :data:`STACK_WARNINGS` from here on (in the current ``warnings.catch_warnings`` context)."""
+    for message in STACK_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message), category=UserWarning)
+
+
+silence_stack_warnings()
 
 __version__ = "0.1.0"

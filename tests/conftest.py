@@ -4,7 +4,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnbench import silence_stack_warnings
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(autouse=True)
+def _stack_warnings():
+    """pytest gives each test the filters it started with, not those ``import attnbench`` set during collection."""
+    silence_stack_warnings()
 
 
 @pytest.fixture(autouse=True)

@@ -53,3 +53,33 @@ def test_relative_links_resolve():
             elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked.read_text()):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_openmmlab_md_names_every_full_scale_detection_config():
+    """docs/openmmlab.md lists the ``{variant}`` of each generated full-scale config: a mechanism added to the
+    table (and its configs generated) is named there too."""
+    listed = set(re.findall(r"`([\w-]+)`", (ROOT / "docs" / "openmmlab.md").read_text()))
+    slugs = {re.fullmatch(r"faster-rcnn_r50-(.+)_fpn_1x_coco\.py", path.name)[1]
+             for path in (ROOT / "configs" / "detection").glob("faster-rcnn_r50-*_fpn_1x_coco.py")}
+    named = {slug for slug in slugs if slug in listed or re.fullmatch(r"attn\d{4}", slug)}
+    assert slugs and named == slugs, f"not in docs/openmmlab.md: {sorted(slugs - named)}"
+
+
+def test_each_contents_list_matches_its_pages_headings():
+    """A page's ``Contents:`` list links its headings, in order, to the depth the list goes (## alone, or ## and
+    ###): a section added or renamed is listed too."""
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = path.read_text()
+        if "\nContents:\n" not in text:
+            continue
+        contents = text.split("\nContents:\n", 1)[1].lstrip("\n").split("\n\n", 1)[0]
+        listed = [(len(indent) // 2, anchor) for indent, anchor in re.findall(r"^( *)- \[.*\]\(#([^)]+)\)$", contents,
+                                                                              re.MULTILINE)]
+        depth = max(level for level, _ in listed)
+        headings, in_code = [], False
+        for line in text.splitlines():
+            in_code ^= line.startswith("```")
+            heading = not in_code and re.match(r"(#{2,6}) (.+)", line)
+            if heading and len(heading[1]) - 2 <= depth:
+                headings.append((len(heading[1]) - 2, next(iter(heading_anchors(line)))))
+        assert listed == headings, f"{path.name}: contents {listed} but headings {headings}"

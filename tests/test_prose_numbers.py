@@ -86,10 +86,13 @@ def trade_off() -> str:
             f"(`{best}`) for {saved:.1f} fewer GMACs")
 
 
+#: Numbers as the prose spells them.
+WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
+
+
 def translation_family() -> str:
     """How many contrasts the translation claims' Holm family holds, as a word."""
-    words = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
-    return f"Holm over the {words[len(TRANSLATION_CLAIMS)]} contrasts"
+    return f"Holm over the {WORDS[len(TRANSLATION_CLAIMS)]} contrasts"
 
 
 def effect(name: str, task: str, term: str, slot: str = "", seeds: range | None = None) -> pd.Series:
@@ -188,6 +191,13 @@ def survey_facts() -> str:
             f"{power['det']:.3f} mAP and {power['seg']:.2f} mIoU (`--power`).")
 
 
+def survey_modules() -> str:
+    """How many survey modules the re-run trained on the detector and the segmentor, four of them named."""
+    runs = pd.concat([runs_of("claims", task, range(110, 113)) for task in ("det", "seg")])
+    modules = set(select_rows(runs, "survey")["variant"]) - {"baseline"}
+    return f"(SE, CBAM, GC, non-local and {WORDS[len(modules) - 4]} more)"
+
+
 def survey_gates() -> str:
     """How far the loss moved cc's gates on the detector, against every run of the study's rows that records it."""
     runs = runs_of("claims", "det")
@@ -243,7 +253,7 @@ def flag_rows(task: str) -> str:
 
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off, translation_family],
+    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
                       first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
