@@ -4,6 +4,7 @@ Each fact is a phrase as the page writes it (whitespace aside), its numbers comp
 with the package's own statistics; a page whose phrase is missing, or a store whose numbers moved, fails.
 Tables between ``<!-- compare.py ... -->`` markers are held by ``tools/readme_tables.py --check`` instead.
 """
+import math
 import re
 from functools import cache
 from pathlib import Path
@@ -77,6 +78,13 @@ def claims_detect() -> str:
             f"{seg_high:.1f} mIoU")
 
 
+def claim_rows_spread(task: str, unit: str, digits: int) -> str:
+    """How far the claims re-run's ten-seed rows lie from the baseline (the largest |delta|, rounded up)."""
+    summary = summarize(runs_of("claims", task, range(110, 120)))
+    deltas = summary.loc[(summary["seeds"] == 10) & (summary["variant"] != "baseline"), "delta"].abs()
+    return f"within {math.ceil(deltas.max() * 10 ** digits) / 10 ** digits:.{digits}f} {unit} of the baseline"
+
+
 def trade_off() -> str:
     """The published AP of the best detector and of the cheap one that nearly matches it, their GMACs apart."""
     det = {variant: value for (task, variant), (value, _) in PUBLISHED.items() if task == "det"}
@@ -120,7 +128,8 @@ def translation_detects() -> str:
     """The smallest and largest contrast six paired seeds detect among the undecided, on each corpus."""
     real, synthetic = ((table["detectable"].min(), table["detectable"].max()) for table in
                        (translation_claims(task).query("verdict != 'reproduced'") for task in ("nmt-l10n", "nmt")))
-    return (f"{real[0]:.2f} to {real[1]:.2f} BLEU among the undecided contrasts (the table's \"detects\", at 0.05 / 11), "
+    return (f"{real[0]:.2f} to {real[1]:.2f} BLEU among the undecided contrasts (column \"detects\" of `python "
+            "tools/compare.py --results results/l10n --seeds 210-215 --tasks nmt-l10n --claims`, at 0.05 / 11), "
             f"against {synthetic[0]:.1f} to {synthetic[1]:.1f} on the synthetic corpus")
 
 
@@ -257,6 +266,7 @@ FACTS = {
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
                       first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
+                      lambda: claim_rows_spread("det", "mAP", 3), lambda: claim_rows_spread("seg", "mIoU", 1),
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
