@@ -6,7 +6,7 @@ from scipy import stats
 
 from attnbench.sweep.claims import CLAIM_STATEMENTS, CLAIMS, Contrast, claim_rows, claim_verdicts, claims_table
 from attnbench.sweep.stats import min_detectable_effect
-from test_paired_stats import compare, rows_of, run, store_frame
+from test_paired_stats import compare, refused, rows_of, run, store_frame
 
 SEEDS = 6
 RNG = np.random.default_rng(0)
@@ -153,10 +153,8 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
     compare.main(["--results", str(tmp_path), "--claims", "--by-claim", "--seeds", f"0-{SEEDS + 3}"])
     assert f"incomplete (det): 1 of 1 tested contrasts paired at {SEEDS} of the {SEEDS + 4} seeds asked" in \
         capsys.readouterr().out  # a look before the registered runs are in says so
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path), "--claims", "--power"])
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path), "--by-claim"])
+    assert "are different outputs: choose one" in refused(["--results", str(tmp_path), "--claims", "--power"], capsys)
+    assert "--by-claim needs --claims" in refused(["--results", str(tmp_path), "--by-claim"], capsys)
 
 
 def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
@@ -212,5 +210,4 @@ def test_the_registered_leads_are_families_of_their_own(tmp_path, capsys):
     assert "| E4-seg " in capsys.readouterr().out
     compare.main(["--results", str(tmp_path), "--claims", "--format", "markdown"])
     assert "E4-seg" not in capsys.readouterr().out  # the study's family: C1-C5 only
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path), "--claims", "figure4"])
+    assert "invalid choice: 'figure4'" in refused(["--results", str(tmp_path), "--claims", "figure4"], capsys)

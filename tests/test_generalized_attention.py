@@ -139,10 +139,10 @@ def test_materialised_logits_macs_match_flop_counter(score, hard, factors):
     assert abs(m.macs(x) - measured) <= 0.02 * measured
 
 
-def test_channels_not_divisible_by_heads_need_no_mmcv_quirk():
-    m = make("1111", heads=3, channels=21, position_embedding_dim=10)  # odd per-axis embedding (5)
+def test_an_odd_per_axis_position_embedding_matches_the_reference():
+    m = make("1111", heads=3, channels=21, position_embedding_dim=10)  # 5 dimensions per axis, 7 per head
     x = torch.randn(1, 21, 6, 7)
-    torch.testing.assert_close(m.double()(x.double()), generalized_attention_2d(m, x))
+    torch.testing.assert_close(m.double()(x.double()), generalized_attention_2d(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("kwargs,match", [

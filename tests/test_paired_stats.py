@@ -32,6 +32,16 @@ def run(variant, seed, value, task="det", slot=None, **fields):
     return {**row, **fields}
 
 
+def refused(argv: list[str], capsys) -> str:
+    """compare.py's one-line error for ``argv`` (exit status 2, argparse's), before any table."""
+    with pytest.raises(SystemExit) as exit:
+        compare.main(argv)
+    out, err = capsys.readouterr()
+    errors = [line for line in err.splitlines() if ".py: error: " in line]  # the program's name, as argparse has it
+    assert exit.value.code == 2 and not out and len(errors) == 1, (exit.value.code, out, err)
+    return errors[0].split(": error: ", 1)[1]
+
+
 def store_frame(rows):
     return pd.DataFrame(rows).reindex(columns=list(COLUMNS))
 
@@ -222,9 +232,7 @@ def test_compare_prints_power_effects_and_the_unpaired_rows(tmp_path, capsys):
     assert power["min_detectable_effect"] == pytest.approx(min_detectable_effect(sd, 3, 0.1, 0.9))
     assert power["seeds_needed"] == seeds_needed(sd, 0.01, 0.1, 0.9)
     assert "at significance 0.1 with power 0.9" in shown.err
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path), "--power", "--effect", "det=0.01,seg"])
-    assert "TASK=NUMBER" in capsys.readouterr().err
+    assert "TASK=NUMBER" in refused(["--results", str(tmp_path), "--power", "--effect", "det=0.01,seg"], capsys)
 
 
 def test_one_seed_shows_its_paired_difference_and_no_test():
@@ -256,8 +264,8 @@ def test_compare_analyses_the_context_accuracy_when_asked(tmp_path, capsys):
     table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
     assert list(table["task"]) == ["det-marker", "det-marker"]  # the det runs record no context accuracy
     assert (table["metric"] == "context/accuracy").all() and table.loc["1111", "delta vs baseline"] == 0.2
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"])
+    assert "no results in" in refused(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"],
+                                      capsys)
 
 
 def test_compare_pairs_rows_with_another_reference_row(tmp_path, capsys):
@@ -275,9 +283,9 @@ def test_compare_pairs_rows_with_another_reference_row(tmp_path, capsys):
     compare.main(["--results", str(tmp_path / "store"), "--reference", "dynamic:kernel=7", "--format", "csv"])
     table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
     assert table.loc["0100:range=3", "delta vs dynamic:kernel=7"] == pytest.approx(np.mean(windowed) - np.mean(dynamic))
-    for bad in ("dynamic:kernel=9", "dynamic:kernel=4"):
-        with pytest.raises(SystemExit):
-            compare.main(["--results", str(tmp_path / "store"), "--reference", bad])
+    for bad, why in (("dynamic:kernel=9", "--reference dynamic:kernel=9 has no runs in"),
+                     ("dynamic:kernel=4", "expected an odd integer")):
+        assert why in refused(["--results", str(tmp_path / "store"), "--reference", bad], capsys)
 
 
 def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
@@ -291,9 +299,9 @@ def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
     expected = stats.ttest_rel(row[2:], baseline[2:])
     assert table.loc["1111", "seeds"] == 3 and table.loc["1111", "p"] == pytest.approx(expected.pvalue, abs=1e-3)
     assert compare.seed_list("0,2-4") == [0, 2, 3, 4]
-    for bad in (["--seeds", "4-2"], ["--seeds", "x"], ["--seeds", "9"]):
-        with pytest.raises(SystemExit):
-            compare.main(["--results", str(tmp_path / "store"), *bad])
+    for bad, why in (("4-2", "a range runs up, A-B with A <= B (2-4?)"), ("x", "give seeds as A-B"),
+                     ("9", "seeds [9]")):
+        assert why in refused(["--results", str(tmp_path / "store"), "--seeds", bad], capsys)
 
 
 def test_compare_rows_shows_the_study_or_the_survey_with_holm_over_those_alone(tmp_path, capsys):
@@ -312,8 +320,7 @@ def test_compare_rows_shows_the_study_or_the_survey_with_holm_over_those_alone(t
         assert list(table.loc[variants, "p_holm"]) == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-3)
     (tmp_path / "study").mkdir()
     store_frame(rows[:6]).to_csv(tmp_path / "study" / "results.csv", index=False)  # the baseline and 1111 alone
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path / "study"), "--rows", "survey"])
+    assert "no survey rows in" in refused(["--results", str(tmp_path / "study"), "--rows", "survey"], capsys)
 
 
 def test_compare_per_seed_lists_every_run(tmp_path, capsys):
@@ -326,5 +333,5 @@ def test_compare_per_seed_lists_every_run(tmp_path, capsys):
     assert list(table["baseline"]) == BASELINE and list(table["1111"].fillna("")) == ["0.355", "0.339", ""]
     compare.main(["--results", str(tmp_path / "store"), "--per-seed", "--value", "context", "--format", "csv"])
     assert pd.read_csv(io.StringIO(capsys.readouterr().out))["1111"].tolist()[:2] == [1.0, 1.0]
-    with pytest.raises(SystemExit):
-        compare.main(["--results", str(tmp_path / "store"), "--per-seed", "--power"])
+    assert "are different outputs: choose one" in refused(["--results", str(tmp_path / "store"), "--per-seed",
+                                                          "--power"], capsys)

@@ -1,5 +1,6 @@
 """The sweep on a real one-node Slurm cluster (tools/slurm_local.sh): 2-rank jobs, one job array, rows
-recorded once through a requeue and a cancel. Skipped, with the script's reason, where it cannot start."""
+recorded once through a requeue and a cancel. Skipped, with the script's reason, where Slurm and munge are
+missing and cannot be installed; any other failure to start fails."""
 import json
 import os
 import subprocess
@@ -14,6 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+#: What tools/slurm_local.sh says where this machine cannot have the cluster (a skip); any other failure of the
+#: script is a failure of the test.
+MISSING_PREREQUISITES = ("are not installed and this is not root", "no apt-get", "apt-get could not install")
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
@@ -22,9 +28,12 @@ def cluster(tmp_path_factory):
         started = subprocess.run(["bash", str(ROOT / "tools/slurm_local.sh"), "start"], env=env, capture_output=True,
                                  text=True, timeout=600)
     except subprocess.TimeoutExpired:
-        pytest.skip("the local Slurm cluster did not start within 10 minutes")
+        pytest.fail("tools/slurm_local.sh start: the local Slurm cluster did not start within 10 minutes")
     if started.returncode:
-        pytest.skip(f"no local Slurm cluster: {started.stderr.strip().splitlines()[-1:]}")
+        reason = (started.stderr.strip().splitlines() or [""])[-1]
+        if any(missing in reason for missing in MISSING_PREREQUISITES):
+            pytest.skip(f"no local Slurm cluster: {reason}")
+        pytest.fail(f"tools/slurm_local.sh start failed: {started.stderr[-2000:]}")
     yield env | {"SLURM_CONF": str(state / "slurm.conf")}
     subprocess.run(["bash", str(ROOT / "tools/slurm_local.sh"), "stop"], env=env, capture_output=True)
 

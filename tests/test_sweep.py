@@ -24,6 +24,8 @@ from attnbench.sweep.tasks import TASKS
 from wandb_log import config_and_summary
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import sweep as sweep_tool  # noqa: E402  (tools/sweep.py; `sweep` is this file's fixture)
 
 
 def _record(args):
@@ -218,12 +220,29 @@ def test_diverging_run_is_recorded_as_failed_and_the_sweep_goes_on(sweep):
     assert "diverged" in rows["1111"]["error"] or "nan" in rows["1111"]["error"].lower()
 
 
-@pytest.mark.slow
-def test_rerun_skips_done_runs_and_redoes_failed_ones(sweep):
-    store, runner, runs, _ = sweep
-    done = store.completed()
-    todo = [r for r in runs if r.run_id not in done]
-    assert [r.variant for r in todo] == ["1111"]
+def test_a_rerun_skips_finished_runs_and_hands_failed_and_missing_ones_to_the_runner(tmp_path, monkeypatch, capsys):
+    """tools/sweep.py on a store that holds a run ``ok`` and one ``failed``: it runs the failed and the unrecorded
+    runs, not the finished one; ``--force`` runs all three afresh."""
+    flags = ["--tasks", "nmt", "--slot", "enc-dec", "--factors", "1111,0111", "--seeds", "1", "--results",
+             str(tmp_path), "--no-wandb", "--no-plot"]
+    baseline, failed, missing = sweep_tool.plan(sweep_tool.parse_args(flags))
+    store = ResultsStore(tmp_path)
+    for run, status in ((baseline, "ok"), (failed, "failed")):
+        store.record({"run_id": run.run_id, "task": run.task, "variant": run.variant, "seed": run.seed,
+                      "status": status, "metric": "translation/BLEU", "value": 1.0})
+    given = []
+
+    def run_all(self, runs, on_start=None, fresh=False):
+        given.append(([run.variant for run in runs], fresh))
+        for run in runs:
+            yield dict(task=run.task, variant=run.variant, seed=run.seed, status="ok", metric="translation/BLEU",
+                       value=2.0)
+
+    monkeypatch.setattr(SweepRunner, "run_all", run_all)
+    assert sweep_tool.main(flags) == 0
+    assert "3 runs planned, 1 already done, 2 to run" in capsys.readouterr().out
+    assert sweep_tool.main([*flags, "--force"]) == 0
+    assert given == [([failed.variant, missing.variant], False), (["baseline", failed.variant, missing.variant], True)]
 
 
 @pytest.mark.slow
