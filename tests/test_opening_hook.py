@@ -85,7 +85,8 @@ def test_gate_loss_max_is_the_gates_distance_from_weight_decay_alone(tmp_path):
 def test_a_resumed_run_goes_on_from_its_decay_only_copies(tmp_path):
     straight, _, _ = train(tmp_path / "straight", ITERS)
     train(tmp_path / "resumed", 6, name="first")
-    resumed, _, _ = train(tmp_path / "resumed", ITERS, resume=True, name="second")
+    resumed, _, steps = train(tmp_path / "resumed", ITERS, resume=True, name="second")
+    assert len(steps) == ITERS - 6  # it went on from the checkpoint, not from scratch
     assert resumed["gate_loss_max"] == pytest.approx(straight["gate_loss_max"], rel=1e-5)
 
 
