@@ -14,7 +14,7 @@ from attnbench.attention import GlobalContext, NonLocal2d
 from attnbench.config_files import PRESET_PARAMETERS, vision_config_path
 from attnbench.mm.run_setup import format_configs_once, load_config
 from attnbench.mm.plugins import PLUGINS
-from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant, vision_rows
+from attnbench.variants import SURVEY_VARIANTS, VISION_VARIANTS, Variant, mechanism_of, vision_rows
 
 TINY = dict(num_train=8, num_val=4)
 #: Bottleneck blocks of a ResNet-50's conv2 to conv5.
@@ -67,10 +67,17 @@ def test_every_variant_trains_a_step(task, variant, data_root):
     gate_grads = {}  # a gate's gradient can be too small to move its float32 value off 1 in one step
     for gate in gates:
         gate.register_hook(lambda grad, gate=gate: gate_grads.setdefault(gate, grad.detach().clone()))
+    parsed = Variant.parse(variant)
+    classes = tuple(mechanism_of(token).module for token in parsed.tokens)
+    mechanisms = [m for m in model.modules() if classes and isinstance(m, classes)]
+    reached = set()  # the blocks whose parameters got a gradient: plugins, conv2 replacements and heads alike
+    for mechanism in mechanisms:
+        for parameter in mechanism.parameters():
+            parameter.register_hook(lambda grad, m=mechanism: reached.add(m) if grad.abs().sum() > 0 else None)
     log_vars = model.train_step(batch, wrapper)
     assert torch.isfinite(log_vars["loss"])
+    assert {type(m) for m in reached} == set(classes)  # not every block: spa's 1-unit ReLU bottleneck can be dead
     first, last = PRESET_PARAMETERS["mini"]["stages"]  # the mini protocol's stages: every block of them
-    parsed = Variant.parse(variant)
     assert len(attention) == (sum(RESNET50_BLOCKS[first - 2:last - 1]) if parsed.factors or parsed.plugins else 0)
     for gate in gates:  # the step reached the attention branch
         assert gate in gate_grads and gate_grads[gate].abs().sum() > 0
