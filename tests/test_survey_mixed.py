@@ -161,7 +161,7 @@ def test_bam_matches_the_equations(shape):
     torch.manual_seed(0)
     m = make(BAM, dilation=2 if shape[2] == 9 else 4)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), bam_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), bam_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("aggregation", ["max", "add", "mul"])
@@ -170,7 +170,7 @@ def test_scse_matches_the_equations(aggregation, shape):
     torch.manual_seed(0)
     m = make(SpatialChannelSqueezeExcite, aggregation=aggregation)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), scse_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), scse_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("reduction", [4, 1])
@@ -179,7 +179,7 @@ def test_double_attention_matches_the_equations(reduction, shape):
     torch.manual_seed(0)
     m = make(DoubleAttention, reduction=reduction)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), double_attention_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), double_attention_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
@@ -188,7 +188,7 @@ def test_residual_attention_matches_the_equations(depth, shape):
     torch.manual_seed(0)
     m = make(ResidualAttention, depth=depth)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), residual_attention_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), residual_attention_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 def test_residual_attention_mask_is_mixed_and_bounded():

@@ -75,7 +75,7 @@ def test_gate_modules_match_the_equations(cls, reference, shape):
     torch.manual_seed(0)
     m = make(cls)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 1, 3)])

@@ -71,7 +71,7 @@ def test_object_context_matches_the_equations(shape, k, scale):
     m = make(scale=scale)
     feats, regions = torch.randn(shape), 2 * torch.randn(shape[0], k, *shape[2:])
     expected = ocr_reference(m, feats, regions)
-    torch.testing.assert_close(m(feats, regions).double(), expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(feats.double(), regions.double()), expected, rtol=1e-10, atol=1e-10)
 
 
 def test_object_context_matches_mmseg_blocks_in_training_mode():

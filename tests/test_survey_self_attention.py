@@ -166,7 +166,7 @@ def copy_to_mmseg_apnb(m):
 def test_dual_attention_matches_the_equations(shape):
     m = make(DualAttention)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), dual_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), dual_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("branch", ["position", "channel", "both"])
@@ -191,7 +191,7 @@ def test_asymmetric_non_local_matches_the_equations(train, shape):
         pytest.skip("BN needs more than one value per channel in training")
     m = make(AsymmetricNonLocal2d, train=train)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), apnb_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), apnb_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -212,7 +212,7 @@ def test_asymmetric_non_local_matches_mmseg_apnb(train, shape):
 def test_interaction_aggregation_matches_the_equations(mode, train, shape):
     m = make(InteractionAggregation2d, train=train, mode=mode, num_parts=3)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), iau_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), iau_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 def test_interaction_aggregation_is_the_channel_then_the_spatial_step():
@@ -231,7 +231,7 @@ def test_interaction_aggregation_is_the_channel_then_the_spatial_step():
 def test_criss_cross_attention_matches_the_equations(recurrence, shape):
     m = make(CrissCrossAttention, reduction=4, recurrence=recurrence)
     x = torch.randn(shape)
-    torch.testing.assert_close(m(x).double(), criss_cross_reference(m, x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(m.double()(x.double()), criss_cross_reference(m, x), rtol=1e-10, atol=1e-10)
 
 
 def test_criss_cross_attention_matches_mmcv():
