@@ -53,6 +53,54 @@ def cbam_reference(m, x):
     return x * torch.sigmoid(logits)[:, None]
 
 
+def gc_reference(m, x):
+    """a = softmax_HW(W_k x + b_k), c = sum_j a_j x_j, y = x + W_2 relu(LN(W_1 c + b_1)) + b_2 (LayerNorm over the
+    C' values, eps 1e-5, with its affine), one sample at a time in float64."""
+    p, x = params64(m), x.to(torch.float64)
+    out = []
+    for sample in x:
+        pixels = sample.flatten(1)  # (C, HW)
+        logits = fc(p, "context_conv", pixels.T)[:, 0]  # (HW,)
+        weights = torch.exp(logits - logits.max()) / torch.exp(logits - logits.max()).sum()
+        hidden = fc(p, "transform.0", pixels @ weights)
+        normed = (hidden - hidden.mean()) / torch.sqrt(((hidden - hidden.mean()) ** 2).mean() + 1e-5)
+        normed = normed * p["transform.1.weight"].flatten() + p["transform.1.bias"].flatten()
+        out.append(sample + fc(p, "transform.3", torch.relu(normed))[:, None, None])
+    return torch.stack(out)
+
+
+def non_local_reference(m, x):
+    """y_i = x_i + W_z sum_j f_ij g(x_j) + b_z with f_ij = softmax_j(theta_i . phi_j / sqrt(C')) (embedded Gaussian,
+    mmcv's scale) or theta_i . phi_j / HW (dot product); one query pixel and one key at a time, in float64."""
+    p, x = params64(m), x.to(torch.float64)
+    out = []
+    for sample in x:
+        c, h, w = sample.shape
+        theta, phi, g = (fc(p, name, sample.flatten(1).T) for name in ("theta", "phi", "g"))  # (HW, C')
+        context = torch.zeros_like(g)
+        for i in range(h * w):
+            scores = torch.stack([theta[i] @ phi[j] for j in range(h * w)])
+            if m.mode == "embedded_gaussian":
+                scores = torch.exp(scores / theta.shape[1] ** 0.5)
+                f = scores / scores.sum()
+            else:
+                f = scores / (h * w)
+            context[i] = sum(f[j] * g[j] for j in range(h * w))
+        out.append(sample + fc(p, "out_conv", context).T.reshape(c, h, w))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("cls,kwargs,reference", [
+    (GlobalContext, dict(ratio=1 / 4), gc_reference),
+    *[(NonLocal2d, dict(mode=mode), non_local_reference) for mode in ("embedded_gaussian", "dot_product")]])
+@pytest.mark.parametrize("shape", [(2, 16, 5, 7), (1, 16, 3, 1)])
+def test_context_blocks_match_the_equations(cls, kwargs, reference, shape):
+    torch.manual_seed(0)
+    m = make(cls, **kwargs)
+    x = torch.randn(shape)
+    torch.testing.assert_close(m.double()(x.double()), reference(m, x), rtol=1e-10, atol=1e-10)
+
+
 def copy_gc_to_mmcv(m):
     ref = ContextBlock(m.in_channels, m.ratio, pooling_type="att", fusion_types=("channel_add",))
     names = {"context_conv": "conv_mask", "transform": "channel_add_conv"}
