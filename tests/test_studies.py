@@ -139,6 +139,12 @@ def test_study_status_counts_a_finished_part_asks_a_confirmation_for_its_row_and
     assert "unknown part nope" in capsys.readouterr().err
 
 
+def test_study_status_prices_a_part_with_an_empty_store_from_the_studys_stores(tmp_path, capsys):
+    assert sweep.main(["--study", "status:claims-seg", "--results", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[0] == "claims-seg").split()
+    assert row[2:6] == ["130", "0", "0", "130"] and float(row[6]) > 0  # the seg rows' run times of results/claims
+
+
 def test_a_confirmation_needs_its_row_and_an_unknown_part_is_refused(capsys):
     assert sweep.main(["--study", "side-confirm", "--dry-run"]) == 2
     assert "--modules ROW" in capsys.readouterr().err

@@ -167,12 +167,13 @@ def run_report(report, results: str) -> None:
 
 def print_study_status(parts, flags: list[str]) -> int:
     """``--study status[:PARTS]``: each open part's planned runs against its store, and the hours left at two runs
-    at a time (or ``--jobs``), a run at the median ``run_seconds`` of its row (else its task) over every store read;
-    then the confirmations that need their row, and the closed parts with the reason."""
+    at a time (or ``--jobs``), a run at the median ``run_seconds`` of its row (else its task) over the study's stores
+    (every part's, whichever parts were asked); then the confirmations that need their row, and the closed parts with
+    the reason."""
     import pandas as pd
 
     from attnbench.sweep.store import ResultsStore, ResultsStoreError
-    from attnbench.sweep.studies import COMMON, with_flags
+    from attnbench.sweep.studies import COMMON, study_parts, with_flags
     from attnbench.sweep.summary import progress
 
     given = parse_args([*COMMON, *flags])
@@ -190,7 +191,8 @@ def print_study_status(parts, flags: list[str]) -> int:
             print(f"sweep.py: error: {error}", file=sys.stderr)
             return 1
         planned[part.name] = results, runs
-    costs = pd.concat(list(stores.values()), ignore_index=True) if stores else None
+    priced = [ResultsStore(part.results).read() for part in study_parts().values() if part.results not in stores]
+    costs = pd.concat([*stores.values(), *priced], ignore_index=True) if stores else None
     jobs = given.jobs
     table = pd.DataFrame([{"part": name, "store": results, **progress(
         [run.run_id for run in runs], [(run.task, run.preset, run.variant) for run in runs], stores[results], jobs,
@@ -200,7 +202,7 @@ def print_study_status(parts, flags: list[str]) -> int:
         print(table.to_string(index=False, na_rep="", float_format="{:.1f}".format))
         unpriced = " (the blank ones not counted)" if table["hours left"].isna().any() else ""
         print(f"hours left: the runs left at {jobs} at a time, each at the median run_seconds of its row (else its "
-              f"task) in the stores read; blank where none has it. In all: {table['left'].sum()} runs left, about "
+              f"task) in the study's stores; blank where none has it. In all: {table['left'].sum()} runs left, about "
               f"{table['hours left'].sum():.1f} hours{unpriced}")
     waiting = [part.name for part in parts if part.sweeps and not part.closed and part.name not in planned]
     if waiting:
