@@ -191,7 +191,8 @@ def print_study_status(parts, flags: list[str]) -> int:
             print(f"sweep.py: error: {error}", file=sys.stderr)
             return 1
         planned[part.name] = results, runs
-    priced = [ResultsStore(part.results).read() for part in study_parts().values() if part.results not in stores]
+    others = {part.results for part in study_parts().values()} - set(stores)
+    priced = [ResultsStore(results).read() for results in sorted(others)]
     costs = pd.concat([*stores.values(), *priced], ignore_index=True) if stores else None
     jobs = given.jobs
     table = pd.DataFrame([{"part": name, "store": results, **progress(

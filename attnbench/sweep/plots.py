@@ -177,7 +177,8 @@ def plot_tradeoffs(results: pd.DataFrame, out_stem: str | Path, published: bool 
         ax.grid(alpha=0.3)
         legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
         adjust_text(labels, x=x.to_numpy(), y=points["mean"].to_numpy(), ax=ax, expand=(1.6, 2.2),
-                    force_text=(0.3, 0.6), force_static=(0.3, 0.6), iter_lim=LABEL_ITERATIONS, arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
+                    force_text=(0.3, 0.6), force_static=(0.3, 0.6), iter_lim=LABEL_ITERATIONS,
+                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.5))
     spare = axes.flat[len(panels):]
     for ax in spare:
         ax.axis("off")
