@@ -14,21 +14,25 @@ def test_no_internal_issue_numbers():
     assert not found, f"internal issue numbers in {found}"
 
 
-def heading_anchors(markdown: str) -> set[str]:
-    """The anchors GitHub gives a document's headings: lowercased, punctuation dropped, spaces as
-    hyphens, a repeated anchor suffixed -1, -2, ..."""
-    anchors, seen = set(), {}
+def headings(markdown: str) -> list[tuple[int, str]]:
+    """(level, anchor) of a document's headings in order, their anchors as GitHub gives them: lowercased,
+    punctuation dropped, spaces as hyphens, a repeated anchor suffixed -1, -2, ..."""
+    found, seen = [], {}
     in_code = False
     for line in markdown.splitlines():
         if line.startswith("```"):
             in_code = not in_code
-        heading = not in_code and re.match(r"#{1,6} (.+)", line)
+        heading = not in_code and re.match(r"(#{1,6}) (.+)", line)
         if heading:
-            slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+            slug = re.sub(r"[^\w\- ]", "", heading[2].strip().lower()).replace(" ", "-")
             count = seen.get(slug, 0)
             seen[slug] = count + 1
-            anchors.add(f"{slug}-{count}" if count else slug)
-    return anchors
+            found.append((len(heading[1]), f"{slug}-{count}" if count else slug))
+    return found
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    return {anchor for _, anchor in headings(markdown)}
 
 
 def test_heading_anchors_follow_github():
@@ -76,10 +80,5 @@ def test_each_contents_list_matches_its_pages_headings():
         listed = [(len(indent) // 2, anchor) for indent, anchor in re.findall(r"^( *)- \[.*\]\(#([^)]+)\)$", contents,
                                                                               re.MULTILINE)]
         depth = max(level for level, _ in listed)
-        headings, in_code = [], False
-        for line in text.splitlines():
-            in_code ^= line.startswith("```")
-            heading = not in_code and re.match(r"(#{2,6}) (.+)", line)
-            if heading and len(heading[1]) - 2 <= depth:
-                headings.append((len(heading[1]) - 2, next(iter(heading_anchors(line)))))
-        assert listed == headings, f"{path.name}: contents {listed} but headings {headings}"
+        sections = [(level - 2, anchor) for level, anchor in headings(text) if 2 <= level <= depth + 2]
+        assert listed == sections, f"{path.name}: contents {listed} but headings {sections}"

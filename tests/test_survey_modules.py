@@ -61,7 +61,8 @@ def gc_reference(m, x):
     for sample in x:
         pixels = sample.flatten(1)  # (C, HW)
         logits = fc(p, "context_conv", pixels.T)[:, 0]  # (HW,)
-        weights = torch.exp(logits - logits.max()) / torch.exp(logits - logits.max()).sum()
+        weights = torch.exp(logits - logits.max())
+        weights = weights / weights.sum()
         hidden = fc(p, "transform.0", pixels @ weights)
         normed = (hidden - hidden.mean()) / torch.sqrt(((hidden - hidden.mean()) ** 2).mean() + 1e-5)
         normed = normed * p["transform.1.weight"].flatten() + p["transform.1.bias"].flatten()
