@@ -69,7 +69,7 @@ def test_every_variant_trains_a_step(task, variant, data_root):
         gate.register_hook(lambda grad, gate=gate: gate_grads.setdefault(gate, grad.detach().clone()))
     parsed = Variant.parse(variant)
     classes = tuple(mechanism_of(token).module for token in parsed.tokens)
-    mechanisms = [m for m in model.modules() if classes and isinstance(m, classes)]
+    mechanisms = [m for m in model.modules() if isinstance(m, classes)]
     reached = set()  # the blocks whose parameters got a gradient: plugins, conv2 replacements and heads alike
     for mechanism in mechanisms:
         for parameter in mechanism.parameters():
