@@ -237,13 +237,6 @@ def test_module_2d_matches_reference(key_mode, kv_stride):
     torch.testing.assert_close(m(x), expected, rtol=1e-10, atol=1e-10)
 
 
-def test_module_2d_starts_as_identity():
-    m = AreaAttention2d(16, num_heads=4)
-    x = torch.randn(1, 16, 6, 6)
-    assert torch.equal(m(x), x)
-    assert m.gamma.item() == 0.0
-
-
 @pytest.mark.parametrize("key_mode,value_mode", [("mean", "sum"), ("max", "max"), ("concat", "mean"),
                                                  ("sample_concat", "sum")])
 def test_causal_mask_hides_the_future(key_mode, value_mode):

@@ -109,7 +109,6 @@ def test_the_claims_rows_are_rows_the_vision_tasks_run():
 def test_contrast_weights_must_compare_gains():
     with pytest.raises(ValueError, match="summing to 0"):
         Contrast("C9", "not a contrast", (("0010", 1), ("baseline", 1)))
-    assert all(sum(w for _, w in c.weights) == 0 for c in CLAIMS)
 
 
 def test_a_claim_is_reproduced_where_every_tested_contrast_is_and_refuted_where_one_is():

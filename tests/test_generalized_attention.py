@@ -178,15 +178,9 @@ def test_factor_parsing():
     assert len(ALL_FACTORS) == 15 and len(set(ALL_FACTORS)) == 15 and "0000" not in ALL_FACTORS
 
 
-def test_zero_gamma_is_identity_at_init():
-    m = GeneralizedAttention(24, num_heads=4)
-    x = torch.randn(1, 24, 6, 6)
-    torch.testing.assert_close(m(x), x)
-
-
-def test_gate_init_opens_the_attention_to_training():
-    """mmcv's zero gate passes no gradient to the attention's weights; ``gamma_init`` starts the gate
-    open: the block is then x plus its attention branch, and every weight of it trains from step one."""
+def test_gamma_init_is_the_only_difference_and_reset_keeps_it():
+    """``gamma_init`` sets the gate alone (every other weight as drawn) and ``reset_parameters`` restores it;
+    what the gate does to training is test_gates.py's, for every gated mechanism."""
     torch.manual_seed(0)
     closed = GeneralizedAttention(24, num_heads=4, attention_type="1111")
     torch.manual_seed(0)
@@ -199,7 +193,3 @@ def test_gate_init_opens_the_attention_to_training():
     closed.reset_parameters()
     opened.reset_parameters()
     assert closed.gamma.item() == 0 and opened.gamma.item() == 0.5
-    for module in (closed, opened):
-        module(x).square().sum().backward()
-    assert all(p.grad.abs().sum() == 0 for n, p in closed.named_parameters() if n != "gamma")
-    assert all(p.grad.abs().sum() > 0 for p in opened.parameters())
