@@ -65,6 +65,12 @@ def _number(text: str) -> float:
     return float(text)
 
 
+def _write_number(value: float) -> str:
+    """Shortest text that reads back to ``value`` and holds no ``+`` (the grammar's separator): ``1e06``."""
+    text = format(value, "g")
+    return (text if float(text) == value else repr(value)).replace("e+", "e")
+
+
 def _top(text: str) -> int:
     """``'top2'`` -> 2 (hard attention to the 2 keys of highest logit)."""
     if not re.fullmatch(r"top[1-9]\d*", text):
@@ -104,9 +110,9 @@ PARAMETERS: dict[str, Parameter] = {
     "hard": Parameter("hard attention to the K keys of highest logit (topK)", _top, lambda k: f"top{k}"),
     "gate": Parameter("how open a branch that starts at zero starts: the residual gate gamma in y = x + gamma * "
                       "attention (0 in mmcv), or the gain of a zero-initialised last layer (docs/mechanisms.md)",
-                      _number, lambda v: format(v, "g")),
+                      _number, _write_number),
     "lr": Parameter("learning-rate multiplier of the module's parameters (mmengine paramwise_cfg.custom_keys)",
-                    _number, lambda v: format(v, "g")),
+                    _number, _write_number),
 }
 #: Parameters a translation slot takes: grammar name -> argument of the slot's mechanism builder.
 TRANSLATION_PARAMETERS: dict[str, str] = {"range": "window", "kernel": "kernel_size", "score": "score", "hard": "hard"}

@@ -156,7 +156,16 @@ def test_the_retrain_command_plans_the_row_s_run_alone(row, plan, expected):
     assert retrain_command(row | {"run_id": run.run_id}, "results/x") == \
         f"python tools/sweep.py {expected} --results results/x --force --no-wandb"
     moved = retrain_command(row | {"run_id": "an-older-run"}, "results/x")
-    assert moved.endswith(f"(the configs have changed since the run: this trains {run.run_id})")
+    assert moved.endswith(f"(this trains {run.run_id}: the configs have changed since the run, or it had "
+                          "--cfg-options, --data-root or --threads, which the store does not keep)")
+
+
+def test_the_retrain_command_of_a_user_config_run_names_its_file_and_processes():
+    config = str(ROOT / "configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py")
+    (run,) = build_plan([], ["0010"], [], [3], "full", baseline=False, procs=2, user_configs=[config])
+    row = run.to_dict() | {"world_size": 2}
+    assert retrain_command(row, "results/x") == f"python tools/sweep.py --config {config} --factors 0010 " \
+        "--no-baseline --procs-per-run 2 --preset full --seeds 3-3 --results results/x --force --no-wandb"
 
 
 def test_find_run_names_what_matches():

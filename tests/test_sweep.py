@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from multiprocessing import Pool
@@ -865,3 +866,19 @@ def test_long_preset_stretches_the_mini_schedules_four_times():
         assert cfg.model.to_dict() == short.model.to_dict() and run.run_id != mini.run_id
     with pytest.raises(ValueError, match="task nmt has no long preset"):
         build_plan(["nmt"], ["1111"], [], 1, "long")
+
+
+def test_each_task_names_the_presets_it_runs_and_refuses_the_others():
+    from attnbench.sweep.tasks import TASKS, user_task
+
+    ade20k = user_task(str(ROOT / "configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py"))
+    assert [TASKS[t].presets for t in ("det", "seg", "det-marker", "nmt", "nmt-l10n")] + [ade20k.presets] == [
+        ("mini", "full", "smoke", "long"), ("mini", "full", "smoke", "long"), ("mini", "smoke", "long"),
+        ("mini", "full", "smoke"), ("mini", "smoke"), ("mini", "full", "smoke")]
+    for task, preset in (("nmt-l10n", "full"), ("det-marker", "full")):
+        with pytest.raises(ValueError, match=re.escape(f"task {task} has no {preset} preset; its presets: "
+                                                       f"{list(TASKS[task].presets)}")):
+            TASKS[task].config(preset, "1111", None if task == "det-marker" else "enc-self")
+    with pytest.raises(ValueError, match="has no long preset"):  # det's long schedule is the mini config's, x4
+        ade20k.config("long", "0010", None)
+    assert ade20k.config("smoke", "0010", None)[1]["train_cfg.max_iters"] == 4

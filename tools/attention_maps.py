@@ -131,7 +131,7 @@ def main() -> None:
 
 def draw(args) -> None:
     row, config, checkpoint = load_run(args)
-    if args.mass and not TASKS[row["task"]].rule:
+    if args.mass and not getattr(TASKS.get(row["task"]), "rule", None):  # a --config task has no rule either
         raise ValueError(f"--mass needs a diagnostic task (its objects' deciding context), not {row['task']}")
     model, cfg = build(config, checkpoint)
     title = f"{row['task']} {row['variant']} seed {int(row['seed'])} ({row['preset']})"

@@ -11,6 +11,7 @@ from attnbench.variants import Variant
 
 from .plan import build_plan
 from .store import finished_runs
+from .tasks import TASKS
 
 
 def find_run(results: pd.DataFrame, run_id: str | None = None, task: str | None = None, variant: str | None = None,
@@ -64,18 +65,23 @@ def _plan_arguments(row: dict) -> tuple[list[str], list[str], str | None]:
 
 
 def retrain_command(row: dict, results: str | Path) -> str:
-    """The ``tools/sweep.py`` command that trains the run of ``row`` again, and only it, into ``results``;
-    with a note when today's configs would make it another run than the row's (the run id hashes the
-    resolved config)."""
+    """The ``tools/sweep.py`` command that trains the run of ``row`` again, and only it, into ``results``
+    (a ``--config`` task's from its file, the processes it trained on); with a note when today's plan would
+    make it another run than the row's (the run id hashes the resolved config)."""
     factors, modules, slot = _plan_arguments(row)
     seed = int(row["seed"])
-    argv = ["--tasks", row["task"]]
+    procs = int(row["world_size"]) if pd.notna(row.get("world_size")) else 1
+    user_configs = [] if row["task"] in TASKS else [row["config"]]
+    argv = ["--config", row["config"]] if user_configs else ["--tasks", row["task"]]
     argv += ["--factors", *factors] if factors else ["--modules", *modules] if modules else []
     argv += ["--no-baseline"] if factors or modules else []
     argv += ["--slot", slot] if slot else []
+    argv += ["--procs-per-run", str(procs)] if procs > 1 else []
     argv += ["--preset", row["preset"], "--seeds", f"{seed}-{seed}", "--results", str(results), "--force", "--no-wandb"]
     command = "python tools/sweep.py " + shlex.join(argv)
-    (run,) = build_plan([row["task"]], factors, modules, [seed], row["preset"], slot, baseline=not (factors or modules))
+    (run,) = build_plan([] if user_configs else [row["task"]], factors, modules, [seed], row["preset"], slot,
+                        baseline=not (factors or modules), procs=procs, user_configs=user_configs)
     if run.run_id != row["run_id"]:
-        command += f" (the configs have changed since the run: this trains {run.run_id})"
+        command += (f" (this trains {run.run_id}: the configs have changed since the run, or it had --cfg-options, "
+                    "--data-root or --threads, which the store does not keep)")
     return command

@@ -27,12 +27,9 @@ def config_preset(preset: str) -> str:
 
 def preset_overrides(task, preset: str) -> dict:
     """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``)."""
-    if config_preset(preset) == preset:
-        return {}
-    if preset not in task.preset_options:
-        raise ValueError(f"task {task.name} has no {preset} preset; its presets: "
-                         f"{['mini', 'full', *task.preset_options]}")
-    return dict(task.preset_options[preset])
+    if preset not in task.presets:
+        raise ValueError(f"task {task.name} has no {preset} preset; its presets: {list(task.presets)}")
+    return dict(task.preset_options.get(preset, {}))
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,12 @@ class VisionTask:
     rule: str | None = None
     family: str | None = None  # diagnostic family (attnbench.config_files.DIAGNOSTIC_CONFIGS)
     user_config: str | None = None  # a user's own mmdet/mmseg config (:func:`user_task`): every preset trains it
+
+    @property
+    def presets(self) -> tuple[str, ...]:
+        """The presets it runs: ``mini`` (a user config's own schedule), ``full`` but on a diagnostic rule,
+        and those of ``preset_options``."""
+        return tuple(p for p in PRESETS if p == "mini" or p in self.preset_options or (p == "full" and not self.rule))
 
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what this task cannot run,
@@ -93,8 +96,6 @@ class VisionTask:
             return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
         elif self.rule is None:
             base = vision_config_path(self.kind, config_preset(preset), Variant())
-        elif config_preset(preset) != "mini":
-            raise ValueError(f"task {self.name} is a mini-shapes diagnostic: presets mini, smoke and long only")
         else:
             base = diagnostic_config_path(self.family, self.rule)
         return str(base), options | {f"optim_wrapper.{key}": value for key, value in trained.optimizer_overrides().items()} \
@@ -164,6 +165,11 @@ class TranslationTask:
         "full": "configs/translation/transformer-base_wmt14-ende.py"})
     lengths: dict = field(default_factory=lambda: {"mini": 16, "full": 50})  # tokens per sentence
 
+    @property
+    def presets(self) -> tuple[str, ...]:
+        """The presets it runs: those with a config file, and those of ``preset_options`` on one."""
+        return tuple(p for p in PRESETS if config_preset(p) in self.configs and (p in self.configs or p in self.preset_options))
+
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what translation cannot run,
         its slot module built once (small) to check its arguments."""
@@ -200,11 +206,8 @@ class TranslationTask:
     def config(self, preset: str, variant: str, slot: str | None) -> tuple[str, dict]:
         from attnbench.config_files import CONFIG_ROOT
 
-        if config_preset(preset) not in self.configs:
-            raise ValueError(f"task {self.name} has no {preset} preset; its presets: "
-                             f"{[p for p in PRESETS if config_preset(p) in self.configs]}")
-        path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
         options = preset_overrides(self, preset)
+        path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
         if variant == "baseline":
             return path, options
         return path, options | {f"model.{SLOTS[slot].argument}": Variant.parse(variant).translation_config()}
@@ -296,7 +299,7 @@ def user_task(config: str) -> VisionTask:
     size = _test_input_size(cfg, kind)
     template = STUDY_TASKS[kind]
     return replace(template, name=path.stem, input_sizes={"full": size}, class_agnostic_metric=None,
-                   user_config=str(path.resolve()))
+                   preset_options={"smoke": template.preset_options["smoke"]}, user_config=str(path.resolve()))
 
 
 def task_of(name: str, config: str | None = None):
