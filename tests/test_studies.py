@@ -145,6 +145,37 @@ def test_study_status_prices_a_part_with_an_empty_store_from_the_studys_stores(t
     assert row[2:6] == ["130", "0", "0", "130"] and float(row[6]) > 0  # the seg rows' run times of results/claims
 
 
+def test_study_status_refuses_a_bad_row_or_store_in_one_line(tmp_path, capsys):
+    assert sweep.main(["--study", "status:fcn-flag-confirm", "--modules", "nope"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("sweep.py: error: unknown token 'nope'")
+    (tmp_path / "results.csv").write_text("not,a,store\n")
+    assert sweep.main(["--study", "status:claims-seg", "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("sweep.py: error: ")
+
+
+def test_flags_are_taken_by_their_full_names_only(capsys):
+    """main() finds --study by its name; argparse's abbreviations (--stud) would have hidden it."""
+    with pytest.raises(SystemExit) as exit:
+        sweep.main(["--stud", "list"])
+    assert exit.value.code == 2 and "unrecognized arguments: --stud list" in capsys.readouterr().err
+
+
+def test_a_report_that_fails_names_its_part_leaves_no_file_and_the_next_report_runs(tmp_path, capsys):
+    from attnbench.sweep.studies import Report
+
+    refused = Report("compare", ("--results", "{results}", "--rows", "nope"), "{results}/refused.md")
+    written = Report("compare", ("--results", "{results}", "--format", "csv"), "{results}/written.csv")
+    (tmp_path / "results.csv").write_bytes((ROOT / "results/claims/results.csv").read_bytes())
+    assert [sweep.run_report(report, str(tmp_path)) for report in (refused, written)] == [False, True]
+    assert not (tmp_path / "refused.md").exists() and (tmp_path / "written.csv").stat().st_size > 0
+    assert "sweep.py: report failed: tools/compare.py --results" in capsys.readouterr().err
+
+
+def test_zero_processes_a_run_is_refused_not_read_as_one():
+    with pytest.raises(ValueError, match="--procs-per-run must be a positive integer, got 0"):
+        sweep.plan(sweep.parse_args(["--tasks", "det", "--factors", "0010", "--procs-per-run", "0"]))
+
+
 def test_a_confirmation_needs_its_row_and_an_unknown_part_is_refused(capsys):
     assert sweep.main(["--study", "side-confirm", "--dry-run"]) == 2
     assert "--modules ROW" in capsys.readouterr().err

@@ -28,6 +28,7 @@ alone. Runs log to Weights & Biases, offline unless W&B is configured
 The sweep ends with RESULTS/tradeoff.png (tools/plot.py) and a table (tools/compare.py).
 """
 import argparse
+import shlex
 import sys
 import time
 
@@ -55,7 +56,8 @@ def parse_cfg_options(items: list[str]) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)  # main() finds --study in argv by its full name
     p.add_argument("--factors", default="", help="comma-separated factor strings E1E2E3E4, or 'all' (15)")
     p.add_argument("--modules", default="", help="other mechanisms (see --list): deformable, dynamic, area, se, "
                    "cbam, ..., combinations such as 0010+deformable; for nmt: dynamic, lightweight, area, deformable; "
@@ -134,7 +136,7 @@ def plan(args: argparse.Namespace) -> list:
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]
     tasks = [t.strip() for t in (args.tasks if args.tasks is not None else "" if args.config else "det,seg")
              .split(",") if t.strip()]
-    procs = args.procs_per_run or args.gpus or 1
+    procs = args.procs_per_run if args.procs_per_run is not None else args.gpus or 1  # build_plan refuses 0
     if args.gpus and args.launcher == "local" and not args.dry_run:
         import torch
 
@@ -148,21 +150,28 @@ def plan(args: argparse.Namespace) -> list:
                       dict(parse_key_values(args.data_root, "--data-root")), args.config)
 
 
-def run_report(report, results: str) -> None:
-    """One of a part's reports: tools/<tool>.py with its arguments, its output written to its file."""
+def run_report(report, results: str) -> bool:
+    """One of a part's reports: tools/<tool>.py with its arguments, its output written to its file; False
+    (the tool's error printed, no file left) where the tool refuses."""
     import contextlib
     import importlib
     from pathlib import Path
 
     args = [arg.format(results=results) for arg in report.args]
     tool = importlib.import_module(report.tool)  # tools/compare.py, plot.py, flops_table.py: beside this script
-    if report.out is None:
-        tool.main(args)
-        return
-    out = Path(report.out.format(results=results))
-    with open(out, "w") as file, contextlib.redirect_stdout(file):
-        tool.main(args)
-    print(out)
+    out = Path(report.out.format(results=results)) if report.out else None
+    try:
+        with open(out, "w") if out else contextlib.nullcontext() as file, contextlib.redirect_stdout(file or sys.stdout):
+            tool.main(args)
+    except SystemExit as exit:
+        if exit.code:
+            if out:
+                out.unlink()
+            print(f"sweep.py: report failed: tools/{report.tool}.py {shlex.join(args)}", file=sys.stderr)
+            return False
+    if out:
+        print(out)
+    return True
 
 
 def print_study_status(parts, flags: list[str]) -> int:
@@ -172,7 +181,7 @@ def print_study_status(parts, flags: list[str]) -> int:
     the reason."""
     import pandas as pd
 
-    from attnbench.sweep.store import ResultsStore, ResultsStoreError
+    from attnbench.sweep.store import ResultsStore
     from attnbench.sweep.studies import COMMON, study_parts, with_flags
     from attnbench.sweep.summary import progress
 
@@ -185,11 +194,7 @@ def print_study_status(parts, flags: list[str]) -> int:
         sweeps = [parse_args([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]
         runs = [run for args in sweeps for run in plan(args)]
         results = sweeps[0].results
-        try:
-            stores.setdefault(results, ResultsStore(results).read())
-        except ResultsStoreError as error:
-            print(f"sweep.py: error: {error}", file=sys.stderr)
-            return 1
+        stores.setdefault(results, ResultsStore(results).read())
         planned[part.name] = results, runs
     others = {part.results for part in study_parts().values()} - set(stores)
     priced = [ResultsStore(results).read() for results in sorted(others)]
@@ -223,13 +228,12 @@ def run_study(spec: str, flags: list[str]) -> int:
         print(describe(study_parts()))
         return 0
     if spec == "status" or spec.startswith("status:"):
-        try:
+        try:  # a part, a flag or a store that is not right (ResultsStoreError is a ValueError)
             named = spec.removeprefix("status").removeprefix(":")
-            parts = parts_of(named) if named else list(study_parts().values())
+            return print_study_status(parts_of(named) if named else list(study_parts().values()), flags)
         except ValueError as error:
             print(f"sweep.py: error: {error}", file=sys.stderr)
             return 2
-        return print_study_status(parts, flags)
     try:
         parts = parts_of(spec)
     except ValueError as error:
@@ -249,10 +253,12 @@ def run_study(spec: str, flags: list[str]) -> int:
         if any([main([*COMMON, *with_flags(sweep, flags)]) for sweep in part.sweeps]):
             failed.append(part.name)
         if not given.dry_run:
-            for report in part.reports:
-                run_report(report, given.results if own_results else part.results)
+            reported = [run_report(report, given.results if own_results else part.results) for report in part.reports]
+            if not all(reported) and part.name not in failed:
+                failed.append(part.name)
     if failed:
-        print(f"sweep.py: runs failed in: {', '.join(failed)} (rerunning the parts redoes them)", file=sys.stderr)
+        print(f"sweep.py: runs or reports failed in: {', '.join(failed)} (rerunning the parts redoes them)",
+              file=sys.stderr)
     return 1 if failed else 0
 
 
