@@ -46,11 +46,6 @@ EXTRA_FLOP_FORMULAS: dict = {
 }
 
 
-def register_flop_formula(op, formula: Callable) -> None:
-    """Add a formula ``(*arg_shapes, out_shape=...) -> FLOPs`` for an op FlopCounterMode misses."""
-    EXTRA_FLOP_FORMULAS[op] = formula
-
-
 def count_macs(fn: Callable, *args, **kwargs) -> int:
     """Multiply-adds executed by ``fn(*args, **kwargs)`` (a module or any callable), forward only."""
     counter = FlopCounterMode(display=False, custom_mapping=dict(EXTRA_FLOP_FORMULAS))

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from attnbench.attention.factors import ALL_FACTORS
 from attnbench.variants import MECHANISMS, PARAMETERS, Variant, vision_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +114,9 @@ def test_window_sizes_and_the_figure4_plot(tmp_path):
     assert all(p.exists() and p.stat().st_size > 1000 for p in paths)
     with pytest.raises(ValueError, match="no rows with a window"):
         plot_windows(pd.DataFrame(rows[:4]), tmp_path / "none")
+    crowded = [row | dict(variant=f"{factors}:range=1") for factors in ALL_FACTORS[:9] for row in rows[-2:]]
+    with pytest.raises(ValueError, match="10 windowed mechanisms on nmt, more than the 8 colours"):  # and dynamic
+        plot_windows(pd.DataFrame(rows + crowded), tmp_path / "crowded")
 
 
 def test_generated_configs_spell_the_parameters():

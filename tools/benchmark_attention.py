@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-ALL_FACTORS = [f"{i:04b}" for i in range(1, 16)]
+from attnbench.attention.factors import ALL_FACTORS  # imports no torch
 
 
 def worker(impl: str, factors: str, args) -> dict:

@@ -52,7 +52,6 @@ import types
 from pathlib import Path
 
 MODELS = {"det": "Faster R-CNN R-50-FPN", "seg": "DeepLabV3 R-50-D8"}
-FULL_SIZES = {"det": (800, 1333), "seg": (512, 1024)}
 SMOKE_SIZES = {"det": (64, 96), "seg": (64, 128)}
 DEFAULT_VARIANTS = "1111,0010,0010+deformable,1111+deformable"
 SMOKE_VARIANTS = "1111+deformable"
@@ -397,7 +396,9 @@ def main() -> int:
         return 0
     warmup = args.warmup if args.warmup is not None else 1 if args.smoke else 3
     repeats = args.repeats if args.repeats is not None else 2 if args.smoke else 10
-    sizes = SMOKE_SIZES if args.smoke else FULL_SIZES
+    from attnbench.sweep.tasks import STUDY_TASKS
+
+    sizes = SMOKE_SIZES if args.smoke else {model: STUDY_TASKS[model].input_sizes["full"] for model in MODELS}
     args.threads = args.threads or (1 if args.smoke else None)
     variants = args.variants or (SMOKE_VARIANTS if args.smoke else DEFAULT_VARIANTS)
     try:

@@ -16,7 +16,7 @@
     python tools/compare.py --results results/claims --seeds 110-112 --rows survey   # the survey's modules alone
 
 "delta vs baseline" and "t" compare the means (Welch's t). A row's run and the baseline's at one
-seed are paired when they share the protocol (threads, device, torch and mmcv versions, all
+seed are paired when they share the protocol (threads, processes, device, torch and mmcv versions, all
 recorded): "paired Δ" is the mean ± std of their differences and "paired t" its t. "p" is
 two-sided: the paired t-test's where a row has two paired seeds or more, else Welch's followed by
 "u" (unpaired), e.g. 0.004 against 0.210u; "p_holm" is that p adjusted by Holm's step-down over

@@ -1,6 +1,6 @@
 """Train a model from an OpenMMLab config (detection, segmentation or translation).
 
-    python tools/train.py configs/detection/faster-rcnn_r50-attn0010_fpn_mini.py
+    python tools/train.py configs/detection/faster-rcnn_r50w8-attn0010_fpn_mini-shapes.py
     python tools/train.py CONFIG --work-dir work_dirs/x --cfg-options train_cfg.max_epochs=2
     python -m torch.distributed.run --nproc_per_node 8 tools/train.py CONFIG --launcher pytorch
     srun -p PARTITION -n 8 --ntasks-per-node 8 python tools/train.py CONFIG --launcher slurm

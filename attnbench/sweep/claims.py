@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from attnbench.attention.factors import ALL_FACTORS
 from attnbench.sweep.summary import p_text, paired_differences, runs_by_row, successful_runs
 from attnbench.sweep.stats import holm, mcnemar_exact_p, min_detectable_effect, paired_statistics, wilcoxon_p
 
@@ -97,7 +98,7 @@ FIGURE4_DET = tuple(
              ((f"0100:range={r}", 1), (f"dynamic:kernel={2 * r + 1}", -1))) for r in (1, 2, 3))
 E4_SEG = (Contrast("E4-seg", "the factor sets without E4 beat those with it (8 times E4's main effect, negated)",
                    tuple((row, -1 if row.endswith("1") else 1)
-                         for row in ("baseline", *(f"{n:04b}" for n in range(1, 16))))),)
+                         for row in ("baseline", *ALL_FACTORS))),)
 
 #: ``compare.py --claims FAMILY``: the contrasts of each registered family, each tuple one Holm family per task.
 CLAIM_FAMILIES = {"study": (CLAIMS, TRANSLATION_CLAIMS), "figure4-det": (FIGURE4_DET,), "e4-seg": (E4_SEG,)}
@@ -149,7 +150,7 @@ def claims_table(results: pd.DataFrame, contrasts=CLAIMS, alpha: float = 0.05, p
     Columns: ``task``, ``preset``, ``claim``, ``contrast`` (the formula), ``says``, ``seeds`` (paired),
     ``mean``, ``std`` (of ``c_s``: of the metric, or of the learnt indicators, 1 or 0, where the test is the
     sign test), ``test`` ('paired t' or 'sign (learnt)'), ``learnt`` (each row's
-    k/n on diagnostic tasks), ``p``, ``p_wilcoxon`` (metric tasks), ``p_holm`` (over the whole table),
+    k/n on diagnostic tasks), ``p``, ``p_wilcoxon`` (metric tasks), ``p_holm`` (over each task and preset),
     ``verdict``, ``detectable`` (for an undecided paired t: the smallest contrast its seeds detect at
     alpha / the task's family size with ``power``) and ``gmacs_attention`` (each row's attention GMACs).
     """

@@ -58,6 +58,8 @@ def row_kind(variant: str) -> str:
     return "survey" if tokens[0] in SURVEY_VARIANTS else "study"
 
 
+#: Colours of the windowed mechanisms of a window plot, in turn (red is the baseline's).
+WINDOW_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 #: ``--rows``: the study's rows (the factor sets, its other mechanisms and their combinations) or the survey's.
 ROW_GROUPS = ("study", "survey")
 
@@ -220,8 +222,11 @@ def plot_windows(results: pd.DataFrame, out_stem: str | Path) -> list[Path]:
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4.2 * len(groups)), squeeze=False)
     for row, ((task, preset, slot), points) in zip(axes, groups):
         windowed = points[points["window"].notna()].sort_values("window")
+        if windowed["token"].nunique() > len(WINDOW_COLORS):
+            raise ValueError(f"{windowed['token'].nunique()} windowed mechanisms on {task}, more than the "
+                             f"{len(WINDOW_COLORS)} colours of a window plot")
         scale, prefix = mac_unit(points["macs_modules"])
-        for (token, line), color in zip(windowed.groupby("token", sort=True), ("tab:blue", "tab:orange", "tab:green")):
+        for (token, line), color in zip(windowed.groupby("token", sort=True), WINDOW_COLORS):
             label = f"E2 ({token}) in a window" if token in ALL_FACTORS else f"{token} convolution"
             row[0].errorbar(line["window"], line["mean"], yerr=line["std"], fmt="o-", color=color, capsize=2,
                             label=label)

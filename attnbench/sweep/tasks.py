@@ -255,13 +255,12 @@ TASKS: dict = STUDY_TASKS | DIAGNOSTIC_TASKS
 #: Backbones whose ``plugins`` and ``dcn`` keys take the variants (mmdet's and mmseg's ResNets).
 RESNET_BACKBONES = ("ResNet", "ResNetV1c", "ResNetV1d", "ResNeXt", "mmdet.ResNet", "mmseg.ResNet",
                     "mmseg.ResNetV1c", "mmdet.ResNetV1d", "mmseg.ResNetV1d", "mmdet.ResNeXt", "mmseg.ResNeXt")
-DEFAULT_INPUT_SIZES = {"det": (800, 1333), "seg": (512, 1024)}
 
 
 def _test_input_size(cfg, kind: str) -> tuple[int, int]:
     """(H, W) a user config's FLOPs are counted at: a segmentor's crop (mmseg's ``crop_size``, as the seg
     task counts Cityscapes at its 512x1024 crop), a detector's test-time Resize (mmdet writes
-    ``scale=(W, H)``), else the task kind's default."""
+    ``scale=(W, H)``), else the study task's full-scale size."""
     crop = cfg.get("crop_size") or cfg.get("model", {}).get("data_preprocessor", {}).get("size")
     if kind == "seg" and isinstance(crop, (list, tuple)) and len(crop) == 2:
         return int(crop[0]), int(crop[1])
@@ -270,7 +269,7 @@ def _test_input_size(cfg, kind: str) -> tuple[int, int]:
         if str(step.get("type", "")).endswith("Resize") and isinstance(step.get("scale"), (list, tuple)):
             width, height = step["scale"]
             return int(height), int(width)
-    return DEFAULT_INPUT_SIZES[kind]
+    return STUDY_TASKS[kind].input_sizes["full"]
 
 
 def user_task(config: str) -> VisionTask:
