@@ -298,9 +298,9 @@ def test_compare_keeps_only_the_seeds_asked_for(tmp_path, capsys):
     table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
     expected = stats.ttest_rel(row[2:], baseline[2:])
     assert table.loc["1111", "seeds"] == 3 and table.loc["1111", "p"] == pytest.approx(expected.pvalue, abs=1e-3)
-    assert compare.seed_list("0,2-4") == [0, 2, 3, 4]
+    assert compare.seed_list("0,2-4") == [0, 2, 3, 4] and compare.seed_list("3") == [0, 1, 2]  # as sweep.py's
     for bad, why in (("4-2", "a range runs up, A-B with A <= B (2-4?)"), ("x", "give seeds as A-B"),
-                     ("9", "seeds [9]")):
+                     ("9-9", "seeds [9]")):
         assert why in refused(["--results", str(tmp_path / "store"), "--seeds", bad], capsys)
 
 

@@ -60,9 +60,10 @@ def effect_sizes(text: str) -> float | dict[str, float]:
 
 
 def seed_list(text: str) -> list[int]:
-    """``--seeds``: ``2-11``, ``0,3,5`` or a mix (``0,2-4``) -> the seeds (attnbench.sweep.plan.seed_list)."""
+    """``--seeds`` as tools/sweep.py reads it (attnbench.sweep.plan.parse_seeds): ``2-11``, ``0,3,5``, a mix
+    (``0,2-4``) or a count ``N`` (seeds 0 .. N-1)."""
     try:
-        return plan.seed_list(text)
+        return plan.parse_seeds(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -155,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "without it are left out)")
     p.add_argument("--tasks", help="comma-separated tasks to show (default: all)")
     p.add_argument("--seeds", type=seed_list, help="only the runs at these seeds, e.g. 2-11 (default: all): a "
-                   "test registered on seeds not yet run when its prediction was written")
+                   "test registered on seeds not yet run when its prediction was written; as sweep.py's, a count N "
+                   "is seeds 0 .. N-1 and one seed alone A-A")
     p.add_argument("--slot", help="nmt slot to show: enc-self, dec-self or enc-dec (and the shared baseline)")
     p.add_argument("--no-holm", action="store_true", help="leave out p_holm, the p-values Holm-adjusted over "
                    "the rows of a task (and slot); p is unadjusted either way")

@@ -132,7 +132,7 @@ def parse_factors(spec: str) -> list[str]:
 
 def seed_list(text: str) -> list[int]:
     """Seeds written ``A-B``, ``A,B,C`` or a mix (``0,2-4``) -> the seeds, each once, in order; ValueError
-    otherwise. The one reader of a seed list: ``tools/sweep.py --seeds`` and ``tools/compare.py --seeds``."""
+    otherwise. The one reader of a seed list (:func:`parse_seeds` adds the count)."""
     seeds = []
     for item in text.split(","):
         first, _, last = item.strip().partition("-")
@@ -145,7 +145,7 @@ def seed_list(text: str) -> list[int]:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``tools/sweep.py --seeds``: a count ``N`` (seeds 0 .. N-1), or the seeds themselves
+    """``--seeds`` of tools/sweep.py and tools/compare.py: a count ``N`` (seeds 0 .. N-1), or the seeds themselves
     (:func:`seed_list`), so that a study adds fresh seeds (``12-19``) without re-listing the old ones;
     one seed alone is ``A-A``."""
     text = text.strip()
