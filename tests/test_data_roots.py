@@ -99,6 +99,15 @@ def test_a_config_without_a_resnet_backbone_is_refused_with_what_it_needs(tmp_pa
     assert "'SwinTransformer'" in done.stderr
 
 
+def test_two_configs_of_one_name_are_refused(tmp_path):
+    from attnbench.sweep.plan import build_plan
+
+    config = ROOT / "configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py"
+    (tmp_path / config.name).write_text(f"_base_ = '{config}'\n")
+    with pytest.raises(ValueError, match="two files of one name would be one task"):
+        build_plan([], ["0010"], [], 1, "mini", user_configs=[str(config), str(tmp_path / config.name)])
+
+
 @pytest.mark.slow
 def test_the_ade20k_config_takes_every_backbone_row_and_counts_flops_at_its_crop():
     """configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py as ``--config`` takes: every row of the

@@ -189,7 +189,11 @@ def build_plan(tasks: list[str], factors: list[str], modules: list[str], seeds: 
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {sorted(TASKS)}")
-    chosen = {name: TASKS[name] for name in tasks} | {task.name: task for task in map(user_task, user_configs)}
+    users = [user_task(config) for config in dict.fromkeys(user_configs)]
+    if len({task.name for task in users}) < len(users):
+        raise ValueError(f"--config {' '.join(user_configs)}: two files of one name would be one task (a task is "
+                         "named after its file); rename one")
+    chosen = {name: TASKS[name] for name in tasks} | {task.name: task for task in users}
     tasks = list(chosen)
     if slot is not None and slot not in SLOTS:
         raise ValueError(f"unknown slot {slot!r}; choose from {tuple(SLOTS)}")
