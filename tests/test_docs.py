@@ -1,5 +1,6 @@
 """The documents and the code speak to users: no internal issue numbers."""
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,3 +83,15 @@ def test_each_contents_list_matches_its_pages_headings():
         depth = max(level for level, _ in listed)
         sections = [(level - 2, anchor) for level, anchor in headings(text) if 2 <= level <= depth + 2]
         assert listed == sections, f"{path.name}: contents {listed} but headings {sections}"
+
+
+def test_the_fresh_clone_check_runs_the_quick_start_and_ci_its_test_command():
+    """tools/fresh_clone_check.sh runs the README's Quick start lines (the README's times quote its records),
+    and .ci/run ends with the second, the test command."""
+    listed = subprocess.run(["bash", "tools/fresh_clone_check.sh", "--list"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    quick_start = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("```bash\n", 1)[1]
+    assert listed == [line for line in quick_start.split("\n```", 1)[0].splitlines() if line.strip()]
+    assert len(listed) == 2 and "tools/sweep.py" in listed[0] and "-m pytest" in listed[1]
+    ci = (ROOT / ".ci/run").read_text().strip().splitlines()[-1]
+    assert ci == listed[1].split("#")[0].strip()
