@@ -74,7 +74,7 @@ def det_flag() -> str:
 
 def claims_detect() -> str:
     (det_low, det_high), (seg_low, seg_high) = detectable("det"), detectable("seg")
-    return (f"ten paired seeds detect contrasts of {det_low:.3f} to {det_high:.3f} mAP and {seg_low:.1f} to "
+    return (f"ten paired seeds would detect, with 80 % power, contrasts of {det_low:.3f} to {det_high:.3f} mAP and {seg_low:.1f} to "
             f"{seg_high:.1f} mIoU")
 
 
@@ -201,10 +201,16 @@ def survey_facts() -> str:
 
 
 def survey_modules() -> str:
-    """How many survey modules the re-run trained on the detector and the segmentor, four of them named."""
-    runs = pd.concat([runs_of("claims", task, range(110, 113)) for task in ("det", "seg")])
-    modules = set(select_rows(runs, "survey")["variant"]) - {"baseline"}
-    return f"(SE, CBAM, GC, non-local and {WORDS[len(modules) - 4]} more)"
+    """How many survey modules the re-run trained on the detector and on the segmentor, four of them named."""
+    det, seg = (len(set(select_rows(runs_of("claims", task, range(110, 113)), "survey")["variant"]) - {"baseline"})
+                for task in ("det", "seg"))
+    return f"(SE, CBAM, GC, non-local and {WORDS[det - 4]} more on the detector, {WORDS[seg - 4]} on the segmentor)"
+
+
+def l10n_run_time() -> str:
+    """The median time of a run on real language, two at a time (results/l10n), in whole minutes."""
+    runs = successful_runs(store("l10n"))
+    return f"about {runs.loc[runs['task'] == 'nmt-l10n', 'run_seconds'].median() / 60:.0f} min a run"
 
 
 def survey_gates() -> str:
@@ -262,7 +268,7 @@ def flag_rows(task: str) -> str:
 
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules],
+    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
                       first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
