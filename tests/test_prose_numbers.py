@@ -74,8 +74,8 @@ def det_flag() -> str:
 
 def claims_detect() -> str:
     (det_low, det_high), (seg_low, seg_high) = detectable("det"), detectable("seg")
-    return (f"ten paired seeds would detect, with 80 % power, contrasts of {det_low:.3f} to {det_high:.3f} mAP and {seg_low:.1f} to "
-            f"{seg_high:.1f} mIoU")
+    return (f"ten paired seeds would detect, with 80 % power, contrasts of {det_low:.3f} to {det_high:.3f} mAP and "
+            f"{seg_low:.1f} to {seg_high:.1f} mIoU")
 
 
 def claim_rows_spread(task: str, unit: str, digits: int) -> str:

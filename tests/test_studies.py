@@ -202,15 +202,15 @@ def test_blind_prints_each_runs_status_and_not_its_metric(tmp_path, monkeypatch,
 
     def run_all(self, runs, on_start=None, fresh=False):
         for run, status in zip(runs, ("ok", "failed")):
-            yield dict(task=run.task, variant=run.variant, seed=run.seed, status=status, metric="translation/BLEU",
-                       value=12.3456, error="diverged")
+            yield dict(task=run.task, slot=run.slot, variant=run.variant, seed=run.seed, status=status,
+                       metric="translation/BLEU", value=12.3456, error="diverged")
 
     monkeypatch.setattr(SweepRunner, "run_all", run_all)
     flags = ["--tasks", "nmt", "--slot", "enc-dec", "--factors", "1111", "--seeds", "1", "--results",
              str(tmp_path), "--no-wandb", "--no-plot"]
     assert sweep.main([*flags, "--blind"]) == 1
     blind = capsys.readouterr().out
-    assert "nmt/baseline/seed0: ok" in blind and "nmt/1111/seed0: FAILED diverged" in blind
+    assert "nmt/baseline/seed0: ok" in blind and "nmt/enc-dec/1111/seed0: FAILED diverged" in blind  # its slot too
     assert "12.35" not in blind
     sweep.main(flags)
     assert "nmt/baseline/seed0: translation/BLEU=12.35" in capsys.readouterr().out

@@ -23,8 +23,8 @@ def test_round_trip(spec):
     assert Variant.parse(variant.name).name == variant.name
 
 
-@pytest.mark.parametrize("spec,name", [("1111:lr=1000000", "1111:lr=1e06"), ("1111:gate=0.1234567", "1111:gate=0.1234567"),
-                                       ("1111:lr=1e-05", "1111:lr=1e-05"), ("1111:gate=1.0", "1111:gate=1")])
+@pytest.mark.parametrize("spec,name", [("1111:lr=1000000", "1111:lr=1e06"), ("1111:lr=1e-05", "1111:lr=1e-05"),
+                                       ("1111:gate=0.1234567", "1111:gate=0.1234567"), ("1111:gate=1.0", "1111:gate=1")])
 def test_a_number_is_written_to_read_back_exactly(spec, name):
     """``format(v, 'g')`` alone writes ``1e+06`` (``+`` joins tokens) and rounds to six digits."""
     variant = Variant.parse(spec)

@@ -314,14 +314,17 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     start = time.time()
     with tqdm(total=len(todo), unit="run", dynamic_ncols=True) as bar:
+        def label(task: str, slot, variant: str, seed: int) -> str:  # the store reads no slot as NaN
+            return f"{task}/{slot + '/' if isinstance(slot, str) and slot else ''}{variant}/seed{seed}"
+
         def on_start(run):
-            bar.set_postfix_str(f"{run.task}/{run.slot + '/' if run.slot else ''}{run.variant}/seed{run.seed}")
+            bar.set_postfix_str(label(run.task, run.slot, run.variant, run.seed))
 
         for row in runner.run_all(todo, on_start, fresh=args.force):
             failed += row["status"] != "ok"
             outcome = (f"FAILED {row['error']}" if row["status"] != "ok" else "ok" if args.blind
                        else f"{row['metric']}={row['value']:.4g}")
-            bar.write(f"{row['task']}/{row['variant']}/seed{row['seed']}: {outcome}")
+            bar.write(f"{label(row['task'], row.get('slot'), row['variant'], row['seed'])}: {outcome}")
             bar.update()
     print(f"sweep finished in {time.time() - start:.0f} s: {len(todo) - failed} ok, {failed} failed")
     if not args.no_plot and len(store.read()):

@@ -168,7 +168,8 @@ class TranslationTask:
     @property
     def presets(self) -> tuple[str, ...]:
         """The presets it runs: those with a config file, and those of ``preset_options`` on one."""
-        return tuple(p for p in PRESETS if config_preset(p) in self.configs and (p in self.configs or p in self.preset_options))
+        return tuple(p for p in PRESETS
+                     if config_preset(p) in self.configs and (p in self.configs or p in self.preset_options))
 
     def validate_variant(self, variant: str) -> str:
         """The canonical name of ``variant``; raises ``ValueError`` for what translation cannot run,
