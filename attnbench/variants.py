@@ -371,6 +371,8 @@ class Variant:
             raise ValueError(f"variant must be a non-empty string, got {spec!r}")
         if spec.strip() == "baseline":
             return cls()
+        if "baseline" in (t.strip().split(":")[0] for t in spec.split("+")):
+            raise ValueError(f"variant {spec!r}: 'baseline' (no mechanism) is a row alone, not a token to join")
         factors, plugins, conv, head, params = None, [], None, None, []
         for token, token_params in (_parse_token(t, spec) for t in spec.split("+")):
             placement = mechanism_of(token).placement

@@ -538,6 +538,9 @@ def test_readme_tables_refresh_from_the_store_they_name(tmp_path):
     assert intro == "Intro." and outro == "Outro.\n"
     shown = pd.read_csv(io.StringIO(table.removesuffix("<!-- end compare.py ")))
     assert shown.set_index("variant").loc["0010", "delta vs baseline"] == pytest.approx(0.2)
+    missing = subprocess.run([sys.executable, str(ROOT / "tools/readme_tables.py"), str(tmp_path / "nope.md")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and missing.stderr.splitlines()[-1].endswith("nope.md: no such file")
 
 
 @pytest.mark.slow

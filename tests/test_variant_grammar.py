@@ -45,7 +45,7 @@ def test_canonical_order_of_tokens_and_parameters():
     ("0100:range=7.5", "integer"), ("dynamic:kernel=4", "odd integer"), ("se:kernel=3", "se takes"),
     ("0100:range=7:range=3", "twice"), ("1111:stages=5-3", "stages"), ("1111:stages=1-3", "stages"),
     ("ocr+0010", "run alone"), ("0100:range", "integer"), ("0120:range=3", "four characters of 0/1"), ("spatial:range=3", "unknown token"),
-    ("ocr:stages=3", "ocr takes no parameters"), ("0010+0100", "two factor strings"),
+    ("ocr:stages=3", "ocr takes no parameters"), ("se+baseline", "'baseline' .* is a row alone"), ("0010+0100", "two factor strings"),
     ("1000:hard=top0", "topK"), ("1000:hard=1", "topK"), ("1000:score=cosine", "one of"),
     ("dynamic:score=dot", "dynamic takes"), ("0010:gate=x", "a number"), ("0010:gate=1.2.3", "a number"),
     ("se:gate=1", "se takes"), ("0010:lr=fast", "a number"), ("deformable:lr=10", "deformable takes")])

@@ -62,6 +62,8 @@ def main() -> None:
     args = p.parse_args()
     paths = [Path(path) for path in args.paths]
     for path in paths:
+        if not path.is_file():
+            p.error(f"{path}: no such file")
         if not BLOCK.search(path.read_text()):
             p.error(f"{path} has no '<!-- compare.py ARGS -->' ... '<!-- end compare.py -->' block")
     if not paths:
