@@ -102,7 +102,7 @@ def test_moved_by_loss_counts_runs_against_the_rule_learnt(tmp_path):
     assert [l.split()[2] for l in out.splitlines()[1:]] == ["0010", "1111", "all"]
     assert "learnt" in gates("--runs").stdout
     unknown = gates("--tasks", "fcn-flag")
-    assert unknown.returncode != 0 and "no run of" in unknown.stderr and "det-flag" in unknown.stderr
+    assert unknown.returncode == 2 and "--tasks fcn-flag: no runs in" in unknown.stderr and "det-flag" in unknown.stderr
     without_rule = gates("--tasks", "det", "--moved-by-loss", "0.01")
     assert without_rule.returncode != 0 and "diagnostic rule" in without_rule.stderr
 

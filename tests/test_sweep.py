@@ -350,6 +350,7 @@ def test_plot_and_compare_show_the_tasks_and_row_group_asked_for(tmp_path):
     assert [line.split()[2] for line in shown.stdout.splitlines() if line.split()[:2] == ["seg", "mini"]] == [
         "baseline", "se", "gc"]
     for name, args, error in [("plot", ("--tasks", "det,nmt"), "--tasks nmt: no runs in"),
+                              ("compare", ("--tasks", "det,nmt"), "--tasks nmt: no runs in"),
                               ("plot", ("--tasks", "det", "--rows", "bogus"), "invalid choice: 'bogus'")]:
         failed = tool(name, *args)
         assert failed.returncode == 2 and error in failed.stderr, failed.stderr

@@ -44,7 +44,7 @@ from attnbench.sweep.effects import factor_effects, power_table
 from attnbench.sweep.plots import ROW_GROUPS, select_rows
 from attnbench.sweep.summary import (comparison_table, context_values, cost_table, p_text, pairing_notes, per_seed_table,
                                      summarize)
-from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.store import read_store_or_exit, tasks_in
 from attnbench.variants import TRANSLATION_TASKS, Variant
 
 
@@ -183,7 +183,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             p.error(f"no run in {args.results} records a context accuracy (the diagnostic tasks det-RULE and "
                     "seg-RULE do)")
     if args.tasks:
-        results = results[results["task"].isin(args.tasks.split(","))]
+        try:
+            results = results[results["task"].isin(tasks_in(results, args.tasks, args.results))]
+        except ValueError as error:
+            p.error(str(error))
     if args.seeds is not None:
         results = results[results["seed"].astype(int).isin(args.seeds)]
     if args.slot:

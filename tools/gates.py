@@ -37,7 +37,7 @@ import pandas as pd
 
 from attnbench.mm.gates import (decay_only_gate, moved_against_learnt, opened_count, opening, run_gates,
                                 start_against_learnt)
-from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.store import read_store_or_exit, tasks_in
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,11 +87,10 @@ def report(argv: list[str] | None) -> None:
         p.error("--moved-by-loss and --start ask two different questions: give one")
     stores = {store: read_store_or_exit(store, "gates.py") for store in args.results.split(",")}
     if args.tasks:
-        tasks = args.tasks.split(",")
-        found = set().union(*(set(results["task"]) for results in stores.values()))
-        unknown = sorted(set(tasks) - found)
-        if unknown:
-            p.error(f"no run of {args.results} on {', '.join(unknown)} (its tasks: {', '.join(sorted(found))})")
+        try:
+            tasks = tasks_in(pd.concat(stores.values()), args.tasks, args.results)
+        except ValueError as error:
+            p.error(str(error))
         stores = {store: results[results["task"].isin(tasks)] for store, results in stores.items()}
     if args.start:
         runs, table = start_against_learnt(pd.concat(stores.values()), read_store_or_exit(args.start, "gates.py"))

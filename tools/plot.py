@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from attnbench.sweep.plots import ROW_GROUPS, plot_tradeoffs, plot_windows, select_rows
-from attnbench.sweep.store import finished_runs, read_store_or_exit
+from attnbench.sweep.store import finished_runs, read_store_or_exit, tasks_in
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,11 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     results = read_store_or_exit(args.results, "plot.py")
     if args.tasks:
-        tasks = args.tasks.split(",")
-        if unknown := sorted(set(tasks) - set(results["task"])):
-            p.error(f"--tasks {','.join(unknown)}: no runs in {args.results} (tasks there: "
-                    f"{','.join(sorted(results['task'].unique()))})")
-        results = results[results["task"].isin(tasks)]
+        try:
+            results = results[results["task"].isin(tasks_in(results, args.tasks, args.results))]
+        except ValueError as error:
+            p.error(str(error))
     if args.rows:
         results = select_rows(results, args.rows)
         if (results["variant"] == "baseline").all():

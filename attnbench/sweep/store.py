@@ -152,6 +152,16 @@ class ResultsStore:
                 raise
 
 
+def tasks_in(results: pd.DataFrame, tasks: str, where: str) -> list[str]:
+    """The tasks of ``--tasks`` (comma-separated); ValueError naming those without a run in ``results`` (the
+    store ``where``) and the tasks it has."""
+    wanted = [task.strip() for task in tasks.split(",") if task.strip()]
+    found = set(results["task"])
+    if unknown := sorted(set(wanted) - found):
+        raise ValueError(f"--tasks {','.join(unknown)}: no runs in {where} (tasks there: {','.join(sorted(found))})")
+    return wanted
+
+
 def read_store_or_exit(root: str | os.PathLike, prog: str) -> pd.DataFrame:
     """The rows of an existing store, for the command-line tools: a store problem ends the
     program with one line (``PROG: error: ...``) and exit status 1, not a traceback."""
