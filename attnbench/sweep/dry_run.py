@@ -1,7 +1,6 @@
 """``--dry-run``: the plan with each config's FLOPs and parameters, without training."""
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 
@@ -23,10 +22,10 @@ def count_runs(runs: list[Run]) -> Iterator[tuple[Run, dict]]:
     """Each run with its model's counts (its task's ``count``); runs sharing a config are counted once."""
     counted: dict[tuple, dict] = {}
     for run in runs:
-        key = (run.config, json.dumps(run.cfg_options, sort_keys=True))
-        if key not in counted:
-            counted[key] = task_of(run.task, run.config).count(build_model(run.config, run.cfg_options), run.preset)
-        yield run, counted[key]
+        if run.config_key not in counted:
+            counted[run.config_key] = task_of(run.task, run.config).count(build_model(run.config, run.cfg_options),
+                                                                          run.preset)
+        yield run, counted[run.config_key]
 
 
 def analytic_check(counts: dict) -> str:

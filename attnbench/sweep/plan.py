@@ -39,6 +39,11 @@ class Run:
     procs: int = 1  # processes (ranks) the run trains on: one per GPU, or gloo ranks on CPUs
 
     @property
+    def config_key(self) -> tuple[str, str]:
+        """The config file and its overrides: runs that share it build one model and read one data set."""
+        return self.config, json.dumps(self.cfg_options, sort_keys=True)
+
+    @property
     def _resolved_config(self):
         return _config_file(self.config)
 
@@ -106,10 +111,9 @@ def check_data(runs: list[Run]) -> None:
 
     checked = set()
     for run in runs:
-        key = (run.config, json.dumps(run.cfg_options, sort_keys=True))
-        if key in checked:
+        if run.config_key in checked:
             continue
-        checked.add(key)
+        checked.add(run.config_key)
         for split, dataset in missing_data(run.config_with_options()):
             if not generating_dataset(dataset.get("type")):
                 raise ValueError(
