@@ -66,7 +66,7 @@ def _number(text: str) -> float:
 
 
 def _write_number(value: float) -> str:
-    """Shortest text that reads back to ``value`` and holds no ``+`` (the grammar's separator): ``1e06``."""
+    """``value`` as text that reads back to it exactly and holds no ``+`` (the grammar's separator): ``1e06``."""
     text = format(value, "g")
     return (text if float(text) == value else repr(value)).replace("e+", "e")
 

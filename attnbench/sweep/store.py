@@ -22,9 +22,9 @@ from filelock import FileLock
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
 #: its tokens' parameters (``range=7``; attnbench.variants), text; ``params_model`` and ``params_modules`` are
-#: weight counts (the model's, the attention modules'), as ``macs_*`` are multiply-adds. ``gate_start`` is where the run's gates started, its
-#: preset's protocol included (attnbench.variants.Variant.gate_start: the smallest; 0 the zero start; empty without
-#: a gated token, and for rows before 2026-12-06). ``gate_max`` and ``offset_mean_px`` say how far
+#: weight counts (the model's, the attention modules'), as ``macs_*`` are multiply-adds. ``gate_start`` is
+#: where the run's gates started, its preset's protocol included (attnbench.variants.Variant.gate_start: the
+#: smallest; 0 the zero start; empty without a gated token, and for rows before 2026-12-06). ``gate_max`` and ``offset_mean_px`` say how far
 #: the run's attention left its start, ``gate_loss_max`` how far the loss (not weight decay) moved its gates
 #: and ``gate_loss_opened`` whether it opened (> 0) or closed (< 0) the gate it moved most
 #: (attnbench.mm.hooks.OpeningHook); empty where it has no gate or offset, or for rows written before.

@@ -26,7 +26,8 @@ def config_preset(preset: str) -> str:
 
 
 def preset_overrides(task, preset: str) -> dict:
-    """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``)."""
+    """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``); ValueError
+    naming the task's presets for one it does not run."""
     if preset not in task.presets:
         raise ValueError(f"task {task.name} has no {preset} preset; its presets: {list(task.presets)}")
     return dict(task.preset_options.get(preset, {}))
@@ -54,8 +55,8 @@ class VisionTask:
 
     @property
     def presets(self) -> tuple[str, ...]:
-        """The presets it runs: ``mini`` (a user config's own schedule), ``full`` but on a diagnostic rule,
-        and those of ``preset_options``."""
+        """The presets it runs: ``mini`` (a user config's own schedule), ``full`` (not a diagnostic rule's:
+        mini shapes only) and those of ``preset_options``."""
         return tuple(p for p in PRESETS if p == "mini" or p in self.preset_options or (p == "full" and not self.rule))
 
     def validate_variant(self, variant: str) -> str:
