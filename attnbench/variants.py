@@ -434,15 +434,13 @@ class Variant:
     #: The backbone keys a variant sets (:meth:`backbone_overrides`); without them a backbone is the baseline's.
     BACKBONE_KEYS = ("plugins", "dcn", "stage_with_dcn")
 
-    def backbone_overrides(
-        self,
-        attention_stages: tuple[bool, ...] = (False, False, True, True),
-        conv_stages: tuple[bool, ...] = (False, True, True, True),
-        num_heads: int = 8,
-        kv_stride: int = 2,
-    ) -> dict:
-        """``model.backbone`` keys for an mmdet/mmseg ResNet with Bottleneck blocks; a token's
-        parameters override the defaults given here."""
+    #: The ResNet stages (conv2 to conv5) a token without ``stages=`` goes in: the study's setting.
+    DEFAULT_STAGES = {"plugin": (False, False, True, True), "conv2": (False, True, True, True)}
+
+    def backbone_overrides(self) -> dict:
+        """``model.backbone`` keys for an mmdet/mmseg ResNet with Bottleneck blocks: each token's module with
+        its table ``kwargs`` (:data:`MECHANISMS`), its parameters over them, in :attr:`DEFAULT_STAGES`
+        unless ``stages=`` says otherwise."""
         overrides: dict = {}
         for token in self.tokens:
             mechanism, params = mechanism_of(token), self.params_of(token)
@@ -452,12 +450,9 @@ class Variant:
                 continue  # a decode head: its own config file
             kwargs = dict(mechanism.kwargs)
             if token == self.factors:
-                kwargs.update(attention_type=token, kv_stride=kv_stride)
-            if "num_heads" in kwargs:  # modules with heads (their defaults name it)
-                kwargs["num_heads"] = num_heads
+                kwargs["attention_type"] = token
             kwargs.update({mechanism.params[n]: value for n, value in params.items() if mechanism.params[n]})
-            default_stages = attention_stages if mechanism.placement == "plugin" else conv_stages
-            stages = _stage_mask(*params["stages"]) if "stages" in params else default_stages
+            stages = _stage_mask(*params["stages"]) if "stages" in params else self.DEFAULT_STAGES[mechanism.placement]
             if mechanism.placement == "plugin":
                 overrides.setdefault("plugins", []).append(
                     dict(cfg=dict(type=mechanism.type, **kwargs), stages=stages, position="after_conv2"))

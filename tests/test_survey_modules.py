@@ -221,5 +221,5 @@ def test_plugins_are_registered_and_variants_parse():
     for spec in SURVEY_VARIANTS:
         for plugin in Variant.parse(spec).backbone_overrides().get("plugins", []):
             assert "num_heads" not in plugin["cfg"]
-    (plugin,) = Variant.parse("dynamic").backbone_overrides(num_heads=4)["plugins"]
+    (plugin,) = Variant.parse("dynamic:heads=4").backbone_overrides()["plugins"]
     assert plugin["cfg"]["num_heads"] == 4
