@@ -36,16 +36,17 @@ fi
 WORK="$(mktemp -d)"
 [[ -n "${KEEP:-}" ]] || trap 'rm -rf "$WORK"' EXIT
 CLONE="$WORK/attnbench"
+failed=()
 git clone -q "$ROOT" "$CLONE"
 COMMIT="$(git -C "$CLONE" rev-parse --short HEAD)"
 mkdir -p "$(dirname "$OUT")"
 {
     echo "# A fresh clone of $COMMIT, $(date -u '+%F %H:%M') UTC"
     echo
-    echo "Written by \`bash tools/fresh_clone_check.sh ${1:-}\`: the README's Quick start commands, as written, in a"
+    echo "Written by \`bash tools/fresh_clone_check.sh${1:+ $1}\`: the README's Quick start commands, as written, in a"
     echo "new clone (no \`.venv/\`, \`data/\` or results of the working tree). Machine: $(lscpu | sed -n 's/^Model name: *//p'),"
     echo "$(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB memory; load average at the start $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "(1, 5, 15 min; above 0 where other work shared the cores)."
+    echo "(over 1, 5 and 15 minutes: near 0 on an idle machine, about the number of cores while other work holds them)."
     echo
     echo "| command | exit | wall time | last line of its output |"
     echo "|---|---|---|---|"
@@ -56,13 +57,18 @@ for i in "${!COMMANDS[@]}"; do
     echo "[fresh-clone] $command" >&2
     start=$SECONDS
     status=0
+    shown="$(sed 's/[[:space:]]*#[^#]*$//' <<< "$command")"  # its comment left out
     (cd "$CLONE" && bash -c "$command") > "$log" 2>&1 || status=$?
     wall=$((SECONDS - start))
     last="$(grep -v '^\s*$' "$log" | tail -1 | tr '|' '/' | cut -c1-160)"
-    shown="$(sed 's/[[:space:]]*#[^#]*$//' <<< "$command")"  # its comment left out
     printf '| `%s` | %d | %d min %02d s | %s |\n' "$shown" "$status" $((wall / 60)) $((wall % 60)) "$last" >> "$OUT"
-    echo "[fresh-clone] exit $status after ${wall} s (log: $log)" >&2
+    echo "[fresh-clone] exit $status after ${wall} s" >&2
+    if [[ $status -ne 0 ]]; then  # what failed, kept (the clone and its logs are removed)
+        failed+=("$command")
+        { printf '\nThe last 30 lines of `%s`:\n\n```\n' "$shown"; tail -30 "$log"; printf '```\n'; } >> "$WORK/failures.md"
+    fi
 done
+[[ -f "$WORK/failures.md" ]] && cat "$WORK/failures.md" >> "$OUT"
 {
     echo
     echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -74,3 +80,4 @@ done
     fi
 } >> "$OUT"
 echo "$OUT"
+[[ ${#failed[@]} -eq 0 ]]  # the exit status: 1 when a command failed
