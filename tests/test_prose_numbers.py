@@ -266,9 +266,18 @@ def flag_rows(task: str) -> str:
     return f"| 30-39, 110-119 | {k_base} of {n_base} | `1111` {k} of {n}"
 
 
+def fresh_clone(part: int) -> str:
+    """The README's Time line from the latest record of tools/fresh_clone_check.sh: its date (0), the main
+    command's wall time (1), the test command's (2)."""
+    record = sorted((ROOT / "results/fresh-clone").glob("*.md"))[-1]
+    rows = [line.split(" | ") for line in record.read_text().splitlines() if line.startswith("| `")]
+    return (f"Its record of {record.stem}", f"command {rows[0][2]} with", f"the test command {rows[1][2]}")[part]
+
+
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time],
+    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time,
+                  lambda: fresh_clone(0), lambda: fresh_clone(1), lambda: fresh_clone(2)],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
                       first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
