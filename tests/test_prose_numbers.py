@@ -271,7 +271,10 @@ def fresh_clone(part: int) -> str:
     command's wall time (1), the test command's (2)."""
     record = sorted((ROOT / "results/fresh-clone").glob("*.md"))[-1]
     rows = [line.split(" | ") for line in record.read_text().splitlines() if line.startswith("| `")]
-    return (f"Its record of {record.stem}", f"command {rows[0][2]} with", f"the test command {rows[1][2]}")[part]
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed)", rows[1][3])}
+    tests = f"the test command {rows[1][2]}, {counts['passed']:,} passed" + \
+        (f" and {counts['failed']} failed" if counts.get("failed") else "")
+    return (f"Its record of {record.stem}", f"command {rows[0][2]} with", tests)[part]
 
 
 #: The phrases each page states, by the function that writes them from the stores.
