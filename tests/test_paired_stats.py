@@ -264,7 +264,7 @@ def test_compare_analyses_the_context_accuracy_when_asked(tmp_path, capsys):
     table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
     assert list(table["task"]) == ["det-marker", "det-marker"]  # the det runs record no context accuracy
     assert (table["metric"] == "context/accuracy").all() and table.loc["1111", "delta vs baseline"] == 0.2
-    assert "no results in" in refused(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"],
+    assert "--tasks det: no runs in" in refused(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"],
                                       capsys)
 
 

@@ -513,7 +513,7 @@ def test_compare_cli_filters_tasks_and_slots(tmp_path):
     assert set(table["task"]) == {"nmt/enc-dec"} and set(table["variant"]) == {"baseline", "0111"}
     assert table.set_index("variant").loc["0111", "delta vs baseline"] == pytest.approx(-5.0)
     missing = compare("--tasks", "seg")
-    assert missing.returncode == 2 and "no results" in missing.stderr
+    assert missing.returncode == 2 and "--tasks seg: no runs in" in missing.stderr and "tasks there: det,nmt" in missing.stderr
     misspelt = compare("--tasks", "nmt", "--slot", "encdec")
     assert misspelt.returncode == 2 and "for slot 'encdec' (slots there: ['enc-dec', 'enc-self'])" in misspelt.stderr
 
@@ -792,7 +792,7 @@ def test_the_fcn_family_swaps_only_the_decode_head():
 
 
 def test_diagnostic_tasks_refuse_full_scale_and_decode_heads():
-    with pytest.raises(ValueError, match="presets mini, smoke and long only"):
+    with pytest.raises(ValueError, match="task det-marker has no full preset; its presets: mini, smoke, long"):
         build_plan(["det-marker"], ["1111"], [], 1, "full")
     with pytest.raises(ValueError, match="varies the backbone only"):
         build_plan(["seg-near-far"], [], ["ocr"], 1, "mini")
@@ -881,7 +881,7 @@ def test_each_task_names_the_presets_it_runs_and_refuses_the_others():
         ("mini", "full", "smoke"), ("mini", "smoke"), ("mini", "full", "smoke")]
     for task, preset in (("nmt-l10n", "full"), ("det-marker", "full")):
         with pytest.raises(ValueError, match=re.escape(f"task {task} has no {preset} preset; its presets: "
-                                                       f"{list(TASKS[task].presets)}")):
+                                                       f"{', '.join(TASKS[task].presets)}")):
             TASKS[task].config(preset, "1111", None if task == "det-marker" else "enc-self")
     with pytest.raises(ValueError, match="has no long preset"):  # det's long schedule is the mini config's, x4
         ade20k.config("long", "0010", None)

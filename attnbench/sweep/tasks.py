@@ -29,7 +29,7 @@ def preset_overrides(task, preset: str) -> dict:
     """The ``--cfg-options`` a preset adds to its config files (none for ``mini`` and ``full``); ValueError
     naming the task's presets for one it does not run."""
     if preset not in task.presets:
-        raise ValueError(f"task {task.name} has no {preset} preset; its presets: {list(task.presets)}")
+        raise ValueError(f"task {task.name} has no {preset} preset; its presets: {', '.join(task.presets)}")
     return dict(task.preset_options.get(preset, {}))
 
 
