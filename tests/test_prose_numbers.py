@@ -4,6 +4,7 @@ Each fact is a phrase as the page writes it (whitespace aside), its numbers comp
 with the package's own statistics; a page whose phrase is missing, or a store whose numbers moved, fails.
 Tables between ``<!-- compare.py ... -->`` markers are held by ``tools/readme_tables.py --check`` instead.
 """
+import json
 import math
 import re
 from functools import cache
@@ -277,6 +278,14 @@ def fresh_clone(part: int) -> str:
     return (f"Its record of {record.stem}", f"command {rows[0][2]} with", tests)[part]
 
 
+def l10n_curve() -> str:
+    """The validation BLEU of results/l10n-curve's run at each of its three validations (every 500 iterations)."""
+    scalars = [json.loads(line) for line in (ROOT / "results/l10n-curve/scalars.json").read_text().splitlines()]
+    bleu = [row["translation/BLEU"] for row in scalars if "translation/BLEU" in row]
+    assert len(bleu) == 3
+    return f"validation BLEU {bleu[0]:.1f} at 500 iterations, {bleu[1]:.1f} at 1,000, {bleu[2]:.1f} at 1,500"
+
+
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time,
@@ -287,6 +296,7 @@ FACTS = {
                       lambda: claim_rows_spread("det", "mAP", 3), lambda: claim_rows_spread("seg", "mIoU", 1),
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
+    "docs/translation.md": [l10n_curve, l10n_run_time],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
                             lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start,
                             fcn_flag_screen, fcn_flag_confirmation],
