@@ -286,6 +286,13 @@ def l10n_curve() -> str:
     return f"validation BLEU {bleu[0]:.1f} at 500 iterations, {bleu[1]:.1f} at 1,000, {bleu[2]:.1f} at 1,500"
 
 
+def token_store_benchmark(part: int) -> str:
+    """results/benchmark-cpu/translation_data.md's table row (0) and its in-memory comparison's time and memory (1)."""
+    text = (ROOT / "results/benchmark-cpu/translation_data.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 1,000,000 |"))
+    return (row, re.search(r"in memory: (\S+ s and \S+ MB)", text)[1])[part]
+
+
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time,
@@ -296,7 +303,8 @@ FACTS = {
                       lambda: claim_rows_spread("det", "mAP", 3), lambda: claim_rows_spread("seg", "mIoU", 1),
                       closed_gate_power, lambda: f"13 of the 20 registered seeds (95 % interval "
                                                         f"{interval(*pooled('fcn-flag', '1111'))})"],
-    "docs/translation.md": [l10n_curve, l10n_run_time],
+    "docs/translation.md": [l10n_curve, l10n_run_time, lambda: token_store_benchmark(0),
+                            lambda: token_store_benchmark(1)],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
                             lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start,
                             fcn_flag_screen, fcn_flag_confirmation],
