@@ -298,9 +298,9 @@ def figure4_det() -> str:
     effects."""
     table = all_claims_table(runs_of("figure4-det", "det", range(300, 345)), family="figure4-det")
     assert (table["seeds"] == 45).all() and set(table["verdict"].str.split().str[0]) == {"undecided"}
-    return (f"{table['mean'].min():+.4f} to {table['mean'].max():+.4f} mAP, Holm p {table['p_holm'].min():.2f} to "
+    return (f"{table['mean'].min():.4f} to {table['mean'].max():.4f} mAP, Holm p {table['p_holm'].min():.2f} to "
             f"{table['p_holm'].max():.2f}; 45 seeds detect {table['detectable'].min():.4f} to "
-            f"{table['detectable'].max():.4f}").replace("+", "")
+            f"{table['detectable'].max():.4f}")
 
 
 #: The phrases each page states, by the function that writes them from the stores.
