@@ -264,8 +264,8 @@ def test_compare_analyses_the_context_accuracy_when_asked(tmp_path, capsys):
     table = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("variant")
     assert list(table["task"]) == ["det-marker", "det-marker"]  # the det runs record no context accuracy
     assert (table["metric"] == "context/accuracy").all() and table.loc["1111", "delta vs baseline"] == 0.2
-    assert "--tasks det: no runs in" in refused(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"],
-                                      capsys)
+    refusal = refused(["--results", str(tmp_path / "store"), "--value", "context", "--tasks", "det"], capsys)
+    assert "--tasks det: no runs in" in refusal
 
 
 def test_compare_pairs_rows_with_another_reference_row(tmp_path, capsys):

@@ -16,9 +16,11 @@ from scipy.stats import binomtest
 
 from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table, claim_rows
 from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.sweep.plan import parse_seeds
 from attnbench.sweep.plots import select_rows
 from attnbench.sweep.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
+from attnbench.sweep.studies import FIGURE4_DET_SEEDS
 from attnbench.sweep.summary import successful_runs, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +31,7 @@ def store(name: str) -> pd.DataFrame:
     return read_store_or_exit(ROOT / "results" / name, "test")
 
 
-def runs_of(name: str, task: str, seeds: range | None = None) -> pd.DataFrame:
+def runs_of(name: str, task: str, seeds: range | list[int] | None = None) -> pd.DataFrame:
     runs = store(name)
     runs = runs[runs["task"] == task]
     return runs if seeds is None else runs[runs["seed"].astype(int).isin(seeds)]
@@ -293,13 +295,15 @@ def token_store_benchmark(part: int) -> str:
     return (row, re.search(r"in memory: (\S+ s and \S+ MB)", text)[1])[part]
 
 
+@cache
 def figure4_det() -> str:
-    """F4's registered look (results/figure4-det, seeds 300-344): the range of its three means, Holm p and detectable
-    effects."""
-    table = all_claims_table(runs_of("figure4-det", "det", range(300, 345)), family="figure4-det")
-    assert (table["seeds"] == 45).all() and set(table["verdict"].str.split().str[0]) == {"undecided"}
+    """F4's registered look (results/figure4-det at the part's seeds): the range of its three means, Holm p and
+    detectable effects."""
+    seeds = parse_seeds(FIGURE4_DET_SEEDS)
+    table = all_claims_table(runs_of("figure4-det", "det", seeds), family="figure4-det")
+    assert (table["seeds"] == len(seeds)).all() and set(table["verdict"].str.split().str[0]) == {"undecided"}
     return (f"{table['mean'].min():.4f} to {table['mean'].max():.4f} mAP, Holm p {table['p_holm'].min():.2f} to "
-            f"{table['p_holm'].max():.2f}; 45 seeds detect {table['detectable'].min():.4f} to "
+            f"{table['p_holm'].max():.2f}; {len(seeds)} seeds detect {table['detectable'].min():.4f} to "
             f"{table['detectable'].max():.4f}")
 
 
