@@ -191,8 +191,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         results = results[results["seed"].astype(int).isin(args.seeds)]
     if args.slot:
         if not (results["slot"] == args.slot).any():
-            p.error(f"no results in {args.results} for slot {args.slot!r} (slots there: "
-                    f"{sorted(results['slot'].dropna().unique())})")
+            p.error(f"--slot {args.slot}: no runs in {args.results} (slots there: "
+                    f"{', '.join(sorted(results['slot'].dropna().unique()))})")
         results = results[(results["slot"] == args.slot) | results["slot"].isna()]
     if results.empty:
         p.error(f"no results in {args.results} for tasks {args.tasks or 'any'}, slot {args.slot or 'any'} and "
