@@ -319,7 +319,7 @@ def figure4_det() -> str:
 
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time,
+    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time, figure4_det,
                   lambda: fresh_clone(0), lambda: fresh_clone(1), lambda: fresh_clone(2)],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
