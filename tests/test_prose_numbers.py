@@ -20,7 +20,7 @@ from attnbench.sweep.plan import parse_seeds
 from attnbench.sweep.plots import select_rows
 from attnbench.sweep.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
-from attnbench.sweep.studies import FIGURE4_DET_SEEDS
+from attnbench.sweep.studies import E4_SEG_SEEDS, FIGURE4_DET_SEEDS
 from attnbench.sweep.summary import successful_runs, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,8 +178,8 @@ def l10n_tradeoff_effects() -> str:
 def first_study_translation() -> str:
     e1, e1_self, e2 = (effect("mini-sweep", "nmt", term, slot)
                        for term, slot in (("E1", "enc-dec"), ("E1", "enc-self"), ("E2", "enc-self")))
-    return (f"E1 {e1['effect']:+.1f} BLEU in encoder-decoder attention (z = {e1['z']:.2f}), {e1_self['effect']:+.1f} in "
-            f"encoder self-attention (z = {e1_self['z']:.2f}); E2 the largest self-attention term "
+    return (f"E1 {e1['effect']:+.1f} BLEU in encoder-decoder attention (z = {e1['z']:.2f}), "
+            f"{e1_self['effect']:+.1f} in encoder self-attention (z = {e1_self['z']:.2f}); E2 the largest self-attention term "
             f"({e2['effect']:+.1f} BLEU in the encoder, z = {e2['z']:.2f})")
 
 
@@ -317,17 +317,38 @@ def figure4_det() -> str:
             f"{table['detectable'].max():.4f}")
 
 
+
+@cache
+def e4_seg() -> str:
+    """E4-seg's registered look (results/e4-seg at the part's seeds): the contrast's mean ± std and p, E4's
+    main effect (the contrast divided by -8) and what the seeds detect."""
+    seeds = list(E4_SEG_SEEDS)
+    runs = runs_of("e4-seg", "seg", seeds)
+    claim = all_claims_table(runs, family="e4-seg").iloc[0]
+    assert claim["seeds"] == len(seeds)
+    assert effect("e4-seg", "seg", "E4", seeds=seeds)["effect"] == pytest.approx(-claim["mean"] / 8)
+    return (f"{claim['mean']:+.2f} ± {claim['std']:.2f} mIoU, p {claim['p']:.3f} (E4's main effect "
+            f"{-claim['mean'] / 8:+.2f}; {len(seeds)} seeds detect {claim['detectable']:.2f})")
+
+
+def e4_seg_verdict() -> str:
+    """study.md's verdict on E4-seg: E4's main effect at the registered seeds and its p."""
+    main_effect = effect("e4-seg", "seg", "E4", seeds=list(E4_SEG_SEEDS))
+    return f"E4's main effect on the mini segmentor is {main_effect['effect']:+.2f} mIoU (p {main_effect['p']:.2f})"
+
+
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
     "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time, figure4_det,
+                  e4_seg,
                   lambda: fresh_clone(0), lambda: fresh_clone(1), lambda: fresh_clone(2)],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
                       first_study_translation, flag_claims, e4_lead, survey_facts, survey_gates,
                       lambda: claim_rows_spread("det", "mAP", 3), lambda: claim_rows_spread("seg", "mIoU", 1),
-                      closed_gate_power, figure4_det, lambda: f"13 of the 20 registered seeds (95 % interval "
-                                                        f"{interval(*pooled('fcn-flag', '1111'))})"],
-    "docs/registry.md": [figure4_det],
+                      closed_gate_power, figure4_det, e4_seg_verdict,
+                      lambda: f"13 of the 20 registered seeds (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
+    "docs/registry.md": [figure4_det, e4_seg],
     "docs/translation.md": [l10n_curve, l10n_run_time, l10n_baseline_and_best, lambda: token_store_benchmark(0),
                             lambda: token_store_benchmark(1)],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
