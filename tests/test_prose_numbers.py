@@ -179,8 +179,8 @@ def first_study_translation() -> str:
     e1, e1_self, e2 = (effect("mini-sweep", "nmt", term, slot)
                        for term, slot in (("E1", "enc-dec"), ("E1", "enc-self"), ("E2", "enc-self")))
     return (f"E1 {e1['effect']:+.1f} BLEU in encoder-decoder attention (z = {e1['z']:.2f}), "
-            f"{e1_self['effect']:+.1f} in encoder self-attention (z = {e1_self['z']:.2f}); E2 the largest self-attention term "
-            f"({e2['effect']:+.1f} BLEU in the encoder, z = {e2['z']:.2f})")
+            f"{e1_self['effect']:+.1f} in encoder self-attention (z = {e1_self['z']:.2f}); "
+            f"E2 the largest self-attention term ({e2['effect']:+.1f} BLEU in the encoder, z = {e2['z']:.2f})")
 
 
 def flag_claims() -> str:
@@ -315,7 +315,6 @@ def figure4_det() -> str:
     return (f"{table['mean'].min():.4f} to {table['mean'].max():.4f} mAP, Holm p {table['p_holm'].min():.2f} to "
             f"{table['p_holm'].max():.2f}; {len(seeds)} seeds detect {table['detectable'].min():.4f} to "
             f"{table['detectable'].max():.4f}")
-
 
 
 @cache
