@@ -209,3 +209,60 @@ def test_the_task_reads_parallel_text_of_your_own_and_builds_only_into_an_empty_
     assert built == []
     L10nCorpusDataset.generate_data(str(tmp_path / "empty"), dict(lang="de"))
     assert built == [str(tmp_path / "empty")]
+
+
+def test_the_heldout_split_reads_other_packages_and_keeps_no_english_string_of_train(debs, tmp_path):
+    make_deb(debs, "gamma", "0.9-1", {"usr/share/locale/de/LC_MESSAGES/gamma.mo": lambda p: write_catalogue(p, [
+        ("Print page", "Seite drucken", {}),      # beta's English: in train (all of it, at valid/test 0.01)
+        ("print page:", "Seite drucken:", {}),     # the same split key: dropped too
+        ("Burn the disc", "Die Disk brennen", {}),
+        ("Burn the disc", "Die Disk brennen", {}),  # a duplicate within the held-out packages
+        ("Erase the disc", "Die Disk löschen", {})], mo=True)})
+    (tmp_path / "heldout.txt").write_text("gamma 0.9-1\n")
+    out = build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", heldout_packages=tmp_path / "heldout.txt",
+                       debs=debs, valid_fraction=0.01, test_fraction=0.01, log=lambda line: None)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["pairs"]["heldout"] == 2 and manifest["heldout"]["dropped"]["in_train"] == 2
+    assert manifest["heldout"]["dropped"]["duplicate"] == 1
+    assert [r["name"] for r in manifest["heldout"]["packages"]] == ["gamma"]
+    assert (out / "heldout.en").read_text() == "Burn the disc\nErase the disc\n"
+    train = set((out / "train.en").read_text().splitlines())
+    assert train and not train & set((out / "heldout.en").read_text().splitlines())
+    assert set(manifest["files"]) == {f"{s}.{side}" for s in ("train", "valid", "test", "heldout") for side in ("en", "de")}
+    assert manifest["corpus"] == l10n_corpus.corpus_digest(manifest["files"])
+    assert "| gamma | 0.9-1 | heldout | GPL-2+ |" in (out / "NOTICE.md").read_text()
+    (tmp_path / "heldout.txt").write_text("alpha 1.0-1\n")
+    with pytest.raises(ValueError, match="held-out packages must not be in the corpus's list; alpha"):
+        build_corpus(tmp_path / "again", packages=tmp_path / "packages.txt", heldout_packages=tmp_path / "heldout.txt",
+                     debs=debs, log=lambda line: None)
+
+
+def test_a_packed_corpus_unpacks_checked_and_a_rebuild_says_what_differs(debs, tmp_path):
+    out = build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", debs=debs,
+                       valid_fraction=0.3, test_fraction=0.3, log=lambda line: None)
+    archive = l10n_corpus.pack_corpus(out, tmp_path / "corpus.tar.xz")
+    assert l10n_corpus.pack_corpus(out, tmp_path / "again.tar.xz").read_bytes() == archive.read_bytes()
+    assert l10n_corpus.committed_manifest(archive)["corpus"] == json.loads((out / "manifest.json").read_text())["corpus"]
+    unpacked = l10n_corpus.unpack_committed(tmp_path / "data" / "l10n", archive, log=lambda line: None)
+    assert all((unpacked / name).read_bytes() == (out / name).read_bytes() for name in ("train.en", "valid.de"))
+    assert l10n_corpus.corpus_of(unpacked) == l10n_corpus.corpus_of(out) != ""
+    assert l10n_corpus.compare_with_committed(out, archive) == []
+    (tmp_path / "packages.txt").write_text("alpha 1.0-1\n")
+    other = build_corpus(tmp_path / "other", packages=tmp_path / "packages.txt", debs=debs,
+                         valid_fraction=0.3, test_fraction=0.3, log=lambda line: None)
+    differences = l10n_corpus.compare_with_committed(other, archive)
+    assert differences and all(line.split(":")[1].startswith(" differs (") for line in differences)
+
+
+def test_the_committed_corpus_is_the_pinned_lists_and_unpacks_for_the_task(tmp_path):
+    manifest = l10n_corpus.committed_manifest()
+    assert [(r["name"], r["pinned"]) for r in manifest["packages"]] == l10n_corpus.read_pins()
+    assert [(r["name"], r["pinned"]) for r in manifest["heldout"]["packages"]] == \
+        l10n_corpus.read_pins(l10n_corpus.HELDOUT_PACKAGES_FILE)
+    assert manifest["pairs"] == dict(train=196705, valid=4035, test=4025, heldout=5659)
+    from attnbench.data.translation import L10nCorpusDataset
+
+    L10nCorpusDataset.generate_data(str(tmp_path / "l10n"))
+    assert l10n_corpus.corpus_of(tmp_path / "l10n") == manifest["corpus"]
+    notice = (l10n_corpus.COMMITTED_CORPUS.parent / "l10n-ende.NOTICE.md").read_text()
+    assert notice == (tmp_path / "l10n" / "NOTICE.md").read_text()

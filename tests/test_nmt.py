@@ -323,7 +323,7 @@ def test_collate_pads_and_adds_bos_eos():
 # -- BLEU and the Runner ----------------------------------------------------------------------
 
 
-def test_corpus_bleu_matches_sacrebleu(corpus):
+def test_corpus_bleu_and_chrf_match_sacrebleu(corpus):
     model = joint_sentencepiece([corpus / "train.src", corpus / "train.tgt"], 120, corpus, model_type="bpe")
     sp = spm.SentencePieceProcessor(model_file=str(model))
     references = (corpus / "test.tgt").read_text().splitlines()
@@ -332,8 +332,10 @@ def test_corpus_bleu_matches_sacrebleu(corpus):
     metric.dataset_meta = dict(tokenizer=str(model))
     metric.process({}, [dict(pred_tokens=sp.encode(h), tgt_text=r) for h, r in zip(hypotheses, references)])
     expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
-    assert 0 < expected < 100
-    assert metric.evaluate(len(references)) == {"translation/BLEU": pytest.approx(expected, abs=1e-9)}
+    expected_chrf = sacrebleu.corpus_chrf(hypotheses, [references]).score
+    assert 0 < expected < expected_chrf < 100
+    assert metric.evaluate(len(references)) == {"translation/BLEU": pytest.approx(expected, abs=1e-9),
+                                                "translation/chrF": pytest.approx(expected_chrf, abs=1e-9)}
 
 
 def test_corpus_bleu_needs_references_and_a_tokenizer():

@@ -879,9 +879,9 @@ def test_each_task_names_the_presets_it_runs_and_refuses_the_others():
     ade20k = user_task(str(ROOT / "configs/segmentation/deeplabv3_r50-d8_4xb4-80k_ade20k-512x512.py"))
     assert [TASKS[t].presets for t in ("det", "seg", "det-marker", "nmt", "nmt-l10n")] + [ade20k.presets] == [
         ("mini", "full", "smoke", "long"), ("mini", "full", "smoke", "long"), ("mini", "smoke", "long"),
-        ("mini", "full", "smoke"), ("mini", "smoke"), ("mini", "full", "smoke")]
+        ("mini", "full", "smoke"), ("mini", "small", "smoke"), ("mini", "full", "smoke")]
     # det-marker's refusal of full: test_diagnostic_tasks_refuse_full_scale_and_decode_heads
-    with pytest.raises(ValueError, match="task nmt-l10n has no full preset; its presets: mini, smoke"):
+    with pytest.raises(ValueError, match="task nmt-l10n has no full preset; its presets: mini, small, smoke"):
         TASKS["nmt-l10n"].config("full", "1111", "enc-self")
     with pytest.raises(ValueError, match="has no long preset"):  # det's long schedule is the mini config's, x4
         ade20k.config("long", "0010", None)

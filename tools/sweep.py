@@ -69,8 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default: det,seg; with --config: none but those)")
     p.add_argument("--slot", help="nmt attention slot to vary: enc-self, dec-self or enc-dec (default: all three)")
     p.add_argument("--preset", default="mini", help="mini (CPU-sized, the default), full (paper-scale "
-                   "configs), smoke (the mini configs for a few iterations: checks a sweep end to end in a minute) "
-                   "or long (the mini vision configs trained 4x longer)")
+                   "configs), small (nmt-l10n with a model that translates: 20 minutes a run on one thread, tested "
+                   "on the held-out packages too), smoke (the mini configs for a few iterations: checks a sweep end "
+                   "to end in a minute) or long (the mini vision configs trained 4x longer)")
     p.add_argument("--seeds", default="1", help="a count N (seeds 0 .. N-1, default 1) or the seeds as A-B, A,B,C "
                    "or a mix: --seeds 12-19 adds fresh seeds to a store without rerunning or re-listing the old ones")
     p.add_argument("--no-baseline", action="store_true", help="do not add the baseline row")

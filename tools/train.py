@@ -2,6 +2,7 @@
 
     python tools/train.py configs/detection/faster-rcnn_r50w8-attn0010_fpn_mini-shapes.py
     python tools/train.py CONFIG --work-dir work_dirs/x --cfg-options train_cfg.max_epochs=2
+    python tools/train.py CONFIG --curve 500    # validate every 500 iterations into WORK_DIR/curve.jsonl
     python -m torch.distributed.run --nproc_per_node 8 tools/train.py CONFIG --launcher pytorch
     srun -p PARTITION -n 8 --ntasks-per-node 8 python tools/train.py CONFIG --launcher slurm
 
@@ -20,11 +21,19 @@ def main() -> None:
     add_config_args(p)
     p.add_argument("--resume", nargs="?", const="auto", help="resume from CHECKPOINT, or the latest one")
     p.add_argument("--amp", action="store_true", help="automatic mixed precision (CUDA)")
+    p.add_argument("--curve", type=int, metavar="ITERS",
+                   help="learning curve: validate every ITERS iterations (iteration-based loops) and append the "
+                        "metrics with the training minutes so far to WORK_DIR/curve.jsonl (tools/learning_curves.py)")
     args = p.parse_args()
     cfg = config_from_args(args)
     if args.amp:
         cfg.optim_wrapper.type = "AmpOptimWrapper"
         cfg.optim_wrapper.loss_scale = "dynamic"
+    if args.curve:
+        if cfg.train_cfg.get("type") != "IterBasedTrainLoop" or args.curve < 1:
+            p.error("--curve takes a positive number of iterations, for a config with an IterBasedTrainLoop")
+        cfg.train_cfg.val_interval = args.curve
+        cfg.custom_hooks = [*cfg.get("custom_hooks", []), dict(type="attnbench.LearningCurveHook")]
     if args.resume:
         cfg.resume = True
         cfg.load_from = None if args.resume == "auto" else args.resume

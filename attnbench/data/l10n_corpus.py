@@ -15,9 +15,16 @@ catalogues of a pinned list of packages (``l10n_packages.txt`` beside this file)
    ``%1``) kept as they are, and a pair whose two sides' placeholders differ dropped; pairs copied
    untranslated, without letters, outside the length limits or of implausible length ratio dropped;
 4. **deduplicate** exact pairs and **split** by a hash of the normalised English (:func:`split_of`), so
-   one English string, from whichever package, lands in one split only.
+   one English string, from whichever package, lands in one split only;
+5. **held out**: the catalogues of a second list of packages (``l10n_heldout_packages.txt``: applications
+   none of whose catalogues is in the corpus), read and cleaned alike, deduplicated, and without any pair
+   whose English (by the split key) is in train, as ``heldout.{en,de}``: text of applications the model has
+   never seen.
 
-The corpus is written into a temporary folder beside ``out`` and renamed at the end: a folder with a
+The manifest records each file's SHA-256 and, over the six train/valid/test files, the corpus's
+(:func:`corpus_digest`), which runs on the corpus record; the corpus built from the pinned lists is
+committed (``corpora/l10n-ende.tar.xz``, :func:`unpack_committed`), and a rebuild is compared with it
+(:func:`compare_with_committed`). The corpus is written into a temporary folder beside ``out`` and renamed at the end: a folder with a
 ``manifest.json`` is finished. Nothing here imports torch.
 """
 from __future__ import annotations
@@ -39,11 +46,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 PACKAGES_FILE = Path(__file__).with_name("l10n_packages.txt")
-FORMAT_VERSION = 1
+HELDOUT_PACKAGES_FILE = Path(__file__).with_name("l10n_heldout_packages.txt")
+#: the corpus built from the pinned lists, as committed: its files (manifest.json first) in one xz tarball
+COMMITTED_CORPUS = Path(__file__).with_name("corpora") / "l10n-ende.tar.xz"
+FORMAT_VERSION = 2
 SPLITS = ("train", "valid", "test")
-#: why a catalogue entry is not in the corpus, in the order the checks run
+HELDOUT = "heldout"
+#: why a catalogue entry is not in the corpus, in the order the checks run (``in_train``: held-out text only)
 DROP_REASONS = ("plural", "fuzzy", "obsolete", "empty", "no_letters", "copied", "placeholders", "length",
-                "ratio", "duplicate")
+                "ratio", "duplicate", "in_train")
 
 #: HTML/XML tags that user-interface strings carry (GTK/Pango, Qt rich text, LibreOffice help)
 _TAG = re.compile(r"</?(?:a|b|i|u|s|p|br|hr|em|strong|big|small|tt|span|sub|sup|code|kbd|pre|qt|html|body|"
@@ -295,30 +306,10 @@ def collect_pairs(entries: Iterable[tuple[str, str] | str], limits: Limits, seen
         yield pair
 
 
-def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKAGES_FILE,
-                 cache: str | Path | None = None, debs: str | Path | None = None, limits: Limits = Limits(),
-                 valid_fraction: float = 0.02, test_fraction: float = 0.02, force: bool = False,
-                 any_version: bool = False, log: Callable[[str], None] = print) -> Path:
-    """Build the English-``lang`` corpus of the packages in ``packages`` into ``out`` (see the module
-    docstring) and return ``out``. ``debs``: a folder of ``.deb`` files to read instead of downloading
-    into ``cache`` (default ``$ATTNBENCH_CACHE/debs``), each at its pinned version unless ``any_version``
-    (:func:`fetch_package`). A finished ``out`` is left as it is unless ``force``."""
-    out = Path(out)
-    if (out / "manifest.json").is_file() and not force:
-        log(f"{out} is built (manifest.json); --force rebuilds it")
-        return out
-    if not (0 < valid_fraction and 0 < test_fraction and valid_fraction + test_fraction < 1):
-        raise ValueError("valid and test fractions must be positive and sum to less than 1")
-    for tool in ("dpkg-deb",) + (() if debs else ("apt-get",)):
-        if shutil.which(tool) is None:
-            raise CorpusUnavailable(
-                f"no {tool} on this machine: the l10n corpus is built from Debian packages; give your own "
-                "parallel files instead (train/valid/test.en and .de in one folder, set as the config's data_root)")
-    pins = read_pins(packages)
-    cache = Path(cache or Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench")) / "debs")
-    started = time.time()
-    records, dropped, seen = [], Counter(), set()
-    pairs = {split: [] for split in SPLITS}
+def _read_packages(pins: list[tuple[str, str]], lang: str, limits: Limits, cache: Path, debs: str | Path | None,
+                   any_version: bool, log: Callable[[str], None]) -> tuple[list, list, Counter]:
+    """The package records, the kept pairs (first-seen order, deduplicated) and the drop counts of ``pins``."""
+    records, kept, dropped, seen = [], [], Counter(), set()
     with tempfile.TemporaryDirectory(prefix="l10n-catalogues-") as scratch:
         for number, (name, version) in enumerate(pins, 1):
             record = PackageRecord(name=name, pinned=version)
@@ -331,37 +322,123 @@ def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKA
             for catalogue in catalogues:
                 entries = list(catalogue_entries(catalogue))
                 record.entries += len(entries)
-                for source, target in collect_pairs(entries, limits, seen, dropped):
-                    pairs[split_of(source, valid_fraction, test_fraction)].append((source, target))
+                for pair in collect_pairs(entries, limits, seen, dropped):
+                    kept.append(pair)
                     record.kept += 1
             shutil.rmtree(Path(scratch) / name, ignore_errors=True)
             records.append(record)
             log(f"[{number}/{len(pins)}] {name} {record.version}: {record.catalogues} catalogues, "
                 f"{record.entries} entries, {record.kept} pairs kept")
-    return _write(out, lang, pairs, records, dropped, limits, valid_fraction, test_fraction, started, log)
+    return records, kept, dropped
 
 
-def _write(out: Path, lang: str, pairs: dict, records: list, dropped: Counter, limits: Limits,
+def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKAGES_FILE,
+                 heldout_packages: str | Path | None = None, cache: str | Path | None = None,
+                 debs: str | Path | None = None, limits: Limits = Limits(), valid_fraction: float = 0.02,
+                 test_fraction: float = 0.02, force: bool = False, any_version: bool = False,
+                 log: Callable[[str], None] = print) -> Path:
+    """Build the English-``lang`` corpus of the packages in ``packages`` into ``out`` (see the module
+    docstring) and return ``out``; with ``heldout_packages`` (a package list none of whose names is in
+    ``packages``) also its ``heldout`` split. ``debs``: a folder of ``.deb`` files to read instead of
+    downloading into ``cache`` (default ``$ATTNBENCH_CACHE/debs``), each at its pinned version unless
+    ``any_version`` (:func:`fetch_package`). A finished ``out`` is left as it is unless ``force``."""
+    out = Path(out)
+    if (out / "manifest.json").is_file() and not force:
+        log(f"{out} is built (manifest.json); --force rebuilds it")
+        return out
+    if not (0 < valid_fraction and 0 < test_fraction and valid_fraction + test_fraction < 1):
+        raise ValueError("valid and test fractions must be positive and sum to less than 1")
+    for tool in ("dpkg-deb",) + (() if debs else ("apt-get",)):
+        if shutil.which(tool) is None:
+            raise CorpusUnavailable(
+                f"no {tool} on this machine: the l10n corpus is built from Debian packages; give your own "
+                "parallel files instead (train/valid/test.en and .de in one folder, set as the config's data_root)")
+    pins = read_pins(packages)
+    heldout_pins = read_pins(heldout_packages) if heldout_packages else []
+    shared = sorted({name for name, _ in pins} & {name for name, _ in heldout_pins})
+    if shared:
+        raise ValueError(f"{heldout_packages}: held-out packages must not be in the corpus's list; "
+                         f"{', '.join(shared)} are in {packages}")
+    cache = Path(cache or Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench")) / "debs")
+    started = time.time()
+    records, kept, dropped = _read_packages(pins, lang, limits, cache, debs, any_version, log)
+    pairs = {split: [] for split in SPLITS}
+    for source, target in kept:
+        pairs[split_of(source, valid_fraction, test_fraction)].append((source, target))
+    heldout = None
+    if heldout_pins:
+        heldout_records, heldout_kept, heldout_dropped = _read_packages(
+            heldout_pins, lang, limits, cache, debs, any_version, log)
+        trained = {split_key(source) for source, _ in pairs["train"]}
+        pairs[HELDOUT] = [pair for pair in heldout_kept if split_key(pair[0]) not in trained]
+        heldout_dropped["in_train"] = len(heldout_kept) - len(pairs[HELDOUT])
+        heldout = dict(rule="the catalogues of other packages, without any English string (split key) of train",
+                       entries=sum(r.entries for r in heldout_records),
+                       dropped={r: heldout_dropped[r] for r in DROP_REASONS},
+                       packages=[asdict(r) for r in heldout_records])
+    return _write(out, lang, pairs, records, dropped, heldout, limits, valid_fraction, test_fraction, started, log)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def corpus_digest(files: dict[str, str], lang: str = "de") -> str:
+    """The corpus's identity: the SHA-256 over the SHA-256s of its six train/valid/test files (``files``:
+    name -> SHA-256, as the manifest's), first 16 hex digits. The held-out split is not part of it."""
+    names = [f"{split}.{side}" for split in SPLITS for side in ("en", lang)]
+    return hashlib.sha256("".join(f"{name} {files[name]}\n" for name in names).encode()).hexdigest()[:16]
+
+
+def corpus_of(data_root: str | Path) -> str:
+    """The digest of the corpus in ``data_root`` (its manifest's ``corpus``); ``""`` where its manifest records
+    none (a corpus of format 1) or it has no manifest (parallel text of your own, the mini corpus)."""
+    manifest = Path(data_root) / "manifest.json"
+    return json.loads(manifest.read_text()).get("corpus", "") if manifest.is_file() else ""
+
+
+def _notice(manifest: dict) -> str:
+    """The licence notice of a corpus: where its text comes from, and each package's licences."""
+    lines = ["# Licence notice", "",
+             f"This corpus holds the English messages and their {manifest['target']} translations of the Debian "
+             "packages below (their gettext catalogues, cleaned; attnbench/data/l10n_corpus.py). Each message "
+             "stays under the licence of the package it comes from, as that package's copyright file states; "
+             "the licences found there are listed. Debian's archive holds each package's source and full "
+             "copyright file.", "", "| package | version | split | licences |", "|---|---|---|---|"]
+    for split, records in (("train/valid/test", manifest["packages"]),
+                           (HELDOUT, (manifest.get(HELDOUT) or {}).get("packages", []))):
+        lines += [f"| {r['name']} | {r['version']} | {split} | {'; '.join(r['licences'])} |" for r in records]
+    return "\n".join(lines) + "\n"
+
+
+def _write(out: Path, lang: str, pairs: dict, records: list, dropped: Counter, heldout: dict | None, limits: Limits,
            valid_fraction: float, test_fraction: float, started: float, log: Callable[[str], None]) -> Path:
-    """Write the splits (train in hash order, so packages mix) and the manifest, then rename into ``out``."""
+    """Write the splits (train in hash order, so packages mix), the manifest and the licence notice, then
+    rename into ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
     scratch.mkdir()
     try:
+        files = {}
         for split, rows in pairs.items():
             if split == "train":
                 rows.sort(key=lambda pair: hashlib.sha256("\t".join(pair).encode()).digest())
             for side, suffix in enumerate(("en", lang)):
-                (scratch / f"{split}.{suffix}").write_text("".join(f"{pair[side]}\n" for pair in rows),
-                                                           encoding="utf-8")
+                path = scratch / f"{split}.{suffix}"
+                path.write_text("".join(f"{pair[side]}\n" for pair in rows), encoding="utf-8")
+                files[path.name] = _sha256(path)
         manifest = dict(
             format=FORMAT_VERSION, source="en", target=lang, built=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-            seconds=round(time.time() - started, 1), pairs={split: len(rows) for split, rows in pairs.items()},
-            entries=sum(r.entries for r in records), dropped={r: dropped[r] for r in DROP_REASONS},
+            seconds=round(time.time() - started, 1), corpus=corpus_digest(files, lang),
+            pairs={split: len(rows) for split, rows in pairs.items()}, files=files,
+            entries=sum(r.entries for r in records), dropped={r: dropped[r] for r in DROP_REASONS if r != "in_train"},
             split=dict(rule="sha256 of the casefolded English without edge punctuation", valid=valid_fraction,
                        test=test_fraction),
             limits=asdict(limits), packages=[asdict(r) for r in records])
+        if heldout is not None:
+            manifest[HELDOUT] = heldout
         (scratch / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+        (scratch / "NOTICE.md").write_text(_notice(manifest))
         if out.exists():
             shutil.rmtree(out)
         scratch.rename(out)
@@ -369,5 +446,78 @@ def _write(out: Path, lang: str, pairs: dict, records: list, dropped: Counter, l
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     log(f"{out}: {manifest['pairs']} pairs from {len(records)} packages ({manifest['entries']} entries) "
-        f"in {manifest['seconds']:.0f} s")
+        f"in {manifest['seconds']:.0f} s; corpus {manifest['corpus']}")
     return out
+
+
+# -- the committed corpus --------------------------------------------------------------------------------
+
+def committed_manifest(archive: Path = COMMITTED_CORPUS) -> dict:
+    """The manifest of the committed corpus (the tarball's first member)."""
+    with tarfile.open(archive, "r:xz") as tar:
+        member = tar.next()
+        if member is None or Path(member.name).name != "manifest.json":
+            raise ValueError(f"{archive}: its first member is not manifest.json")
+        return json.loads(tar.extractfile(member).read())
+
+
+def pack_corpus(folder: str | Path, archive: str | Path = COMMITTED_CORPUS) -> Path:
+    """Write the corpus in ``folder`` as the xz tarball ``archive``: manifest.json first, then the notice and
+    the split files, with fixed owners and times, so one corpus always packs into the same bytes."""
+    folder, archive = Path(folder), Path(archive)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    names = ["manifest.json", "NOTICE.md", *manifest["files"]]
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:xz", preset=9) as tar:
+        for name in names:
+            info = tar.gettarinfo(str(folder / name), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            info.mode = 0o644
+            with open(folder / name, "rb") as file:
+                tar.addfile(info, file)
+    return archive
+
+
+def unpack_committed(out: str | Path, archive: Path = COMMITTED_CORPUS, log: Callable[[str], None] = print) -> Path:
+    """The committed corpus unpacked into ``out`` (through a temporary folder beside it, renamed at the end),
+    each file checked against the manifest's SHA-256; a finished ``out`` is left as it is."""
+    out = Path(out)
+    if (out / "manifest.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = out.with_name(f"{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            tar.extractall(scratch, filter="data")
+        manifest = json.loads((scratch / "manifest.json").read_text())
+        bad = [name for name, digest in manifest["files"].items() if _sha256(scratch / name) != digest]
+        if bad:
+            raise ValueError(f"{archive} is damaged: {', '.join(bad)} do not match its manifest")
+        if out.exists():  # an empty folder, or another process's finished copy
+            if (out / "manifest.json").is_file():
+                return out
+            out.rmdir()
+        scratch.rename(out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log(f"{out}: the committed corpus {manifest['corpus']} ({manifest['pairs']} pairs) unpacked")
+    return out
+
+
+def compare_with_committed(folder: str | Path, archive: Path = COMMITTED_CORPUS) -> list[str]:
+    """How the corpus in ``folder`` differs from the committed one: one line a differing file or package
+    version (none: identical)."""
+    built, committed = json.loads((Path(folder) / "manifest.json").read_text()), committed_manifest(archive)
+    lines = [f"{name}: {'missing' if name not in built['files'] else 'differs'} "
+             f"({built['pairs'].get(name.split('.')[0], 0)} pairs here, "
+             f"{committed['pairs'].get(name.split('.')[0], 0)} committed)"
+             for name, digest in committed["files"].items() if built["files"].get(name) != digest]
+    lines += [f"{name}: not in the committed corpus" for name in built["files"] if name not in committed["files"]]
+    versions = {r["name"]: r["version"] for r in committed["packages"] + committed.get(HELDOUT, {}).get("packages", [])}
+    for record in built["packages"] + built.get(HELDOUT, {}).get("packages", []):
+        if versions.get(record["name"]) != record["version"]:
+            lines.append(f"package {record['name']}: {record['version']} here, "
+                         f"{versions.get(record['name'], 'not in it')} committed")
+    return lines

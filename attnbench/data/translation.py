@@ -177,23 +177,27 @@ class MiniCorpusDataset(_WrittenOnFirstUse):
 
 
 class L10nCorpusDataset(_WrittenOnFirstUse):
-    """Debian's English-German translation catalogues, built under ``data_root`` on first use
-    (:func:`attnbench.data.l10n_corpus.build_corpus`; needs ``apt-get``).
+    """Debian's English-German translation catalogues, unpacked under ``data_root`` on first use from the
+    committed corpus (:func:`attnbench.data.l10n_corpus.unpack_committed`; no network), or built from
+    Debian's archive with ``generate`` (:func:`attnbench.data.l10n_corpus.build_corpus`; needs ``apt-get``).
 
     Args:
-        generate: arguments of ``build_corpus`` (``lang``, ``packages``, ``debs``, ...; its defaults when
-            left out); every dataset on one ``data_root`` must give the same.
+        generate: arguments of ``build_corpus`` (``lang``, ``packages``, ``debs``, ...) to build another
+            corpus than the committed one; every dataset on one ``data_root`` must give the same.
         Others: as :class:`ParallelTextDataset`.
     """
 
     @staticmethod
     def generate_data(data_root: str, generate: dict | None = None) -> None:
-        """Build the corpus into ``data_root`` unless it holds one: its ``manifest.json``, or parallel text of
+        """Write the corpus into ``data_root`` unless it holds one: its ``manifest.json``, or parallel text of
         your own (``train.en``; ``--data-root nmt-l10n=FOLDER`` with ``train/valid/test.{en,de}``)."""
-        from .l10n_corpus import build_corpus
+        from .l10n_corpus import build_corpus, unpack_committed
 
         if not any((Path(data_root) / name).is_file() for name in ("manifest.json", "train.en")):
-            _run_on_main_process(build_corpus, data_root, **(generate or {}))
+            if generate:
+                _run_on_main_process(build_corpus, data_root, **generate)
+            else:
+                _run_on_main_process(unpack_committed, data_root)
 
 
 class TokenBucketBatchSampler(Sampler[list[int]]):

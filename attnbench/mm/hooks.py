@@ -1,5 +1,6 @@
 """Training hooks used by the sweep and the mini configs."""
 import copy
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -79,6 +80,40 @@ class RunSummaryHook(Hook):
         run = getattr(backend.experiment, "run", None) if backend is not None else None
         if run is not None:
             run.summary.update(self.extra | self.metrics | {"train_seconds": self.train_seconds})
+
+
+@HOOKS.register_module()
+class LearningCurveHook(Hook):
+    """Append one line a validation to ``<work_dir>/curve.jsonl``: the iteration, the training minutes so
+    far (wall time since training started, validations left out) and the validation metrics. One process,
+    one thread (the config's ``cpu_threads``) makes those minutes CPU-minutes: a learning curve per
+    CPU-minute (``tools/learning_curves.py`` tabulates and plots them). A resumed run starts a new clock."""
+
+    priority = "LOW"
+
+    def __init__(self, filename: str = "curve.jsonl"):
+        self.filename = filename
+        self._started = None
+        self._val_seconds = 0.0
+        self._val_started = None
+
+    def before_train(self, runner) -> None:
+        self._started = time.perf_counter()
+
+    def before_val_epoch(self, runner) -> None:
+        self._val_started = time.perf_counter()
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        if self._started is None:  # a validation outside training (runner.val())
+            return
+        now = time.perf_counter()
+        train_minutes = (now - self._started - self._val_seconds - (now - self._val_started)) / 60
+        self._val_seconds += now - self._val_started
+        line = dict(iter=runner.iter, train_minutes=round(train_minutes, 3),
+                    val_minutes=round((now - self._val_started) / 60, 3),
+                    **{key: float(value) for key, value in (metrics or {}).items()})
+        with open(f"{runner.work_dir}/{self.filename}", "a") as file:
+            file.write(json.dumps(line) + "\n")
 
 
 def is_gate(name: str) -> bool:

@@ -8,7 +8,9 @@
 
 BLEU (Papineni et al. 2002) is sacreBLEU's corpus BLEU (Post 2018, https://arxiv.org/abs/1804.08771)
 of the detokenized hypotheses against the raw reference lines, so it is comparable across
-tokenizations; the subword model comes from the dataset's ``metainfo['tokenizer']``.
+tokenizations; chrF (Popović 2015) is sacreBLEU's character n-gram F-score (n <= 6, beta 2) of the same
+lines, which still ranks systems where BLEU is low. The subword model comes from the dataset's
+``metainfo['tokenizer']``.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from .registry import DATA_SAMPLERS, DATASETS, FUNCTIONS, METRICS, MODELS
 
 
 class CorpusBLEU(BaseMetric):
-    """sacreBLEU corpus BLEU of detokenized ``pred_tokens`` against each sample's ``tgt_text``.
+    """sacreBLEU corpus BLEU and chrF of detokenized ``pred_tokens`` against each sample's ``tgt_text``
+    (``translation/BLEU``, ``translation/chrF``).
 
     Args:
         tokenize: sacreBLEU's tokenizer for scoring (``'13a'``, its default and WMT's).
@@ -40,6 +43,7 @@ class CorpusBLEU(BaseMetric):
                  prefix: str | None = None):
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.bleu = sacrebleu.BLEU(tokenize=tokenize, lowercase=lowercase)
+        self.chrf = sacrebleu.CHRF(lowercase=lowercase)
 
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         for sample in data_samples:
@@ -53,7 +57,9 @@ class CorpusBLEU(BaseMetric):
             raise ValueError("CorpusBLEU detokenizes with the dataset's metainfo['tokenizer'] (a sentencepiece "
                              "model), which this dataset does not provide")
         hypotheses = spm.SentencePieceProcessor(model_file=tokenizer).decode([list(p) for p, _ in results])
-        return dict(BLEU=self.bleu.corpus_score(hypotheses, [[ref for _, ref in results]]).score)
+        references = [[ref for _, ref in results]]
+        return dict(BLEU=self.bleu.corpus_score(hypotheses, references).score,
+                    chrF=self.chrf.corpus_score(hypotheses, references).score)
 
 
 MODELS.register_module(module=TransformerNMT)

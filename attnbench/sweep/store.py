@@ -20,6 +20,11 @@ from filelock import FileLock
 #: recorded, not paired on, since a study's rows at one seed may run on two machines.
 #: ``value_class_agnostic`` is detection's class-agnostic bbox AP, ``value_context`` the context accuracy
 #: of the diagnostic tasks (the share of found objects given the right class); empty where not measured.
+#: ``value_chrf`` is translation's validation chrF beside its BLEU (rows before 2026-12-07 have none);
+#: ``heldout_bleu`` and ``heldout_chrf`` a translation run's BLEU and chrF on its corpus's held-out split
+#: (the catalogues of packages outside the corpus: presets that test there, ``TranslationTask.heldout``), and
+#: ``corpus`` the digest of the corpus it trained on (attnbench.data.l10n_corpus.corpus_digest; rows of the
+#: same task and preset on different corpora never pair); empty elsewhere.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
 #: its tokens' parameters (``range=7``; attnbench.variants), text; ``params_model`` and ``params_modules`` are
 #: weight counts (the model's, the attention modules'), as ``macs_*`` are multiply-adds. ``gate_start`` is
@@ -43,7 +48,8 @@ from filelock import FileLock
 #: ``wandb_id`` the run's W&B id (its page: ``https://wandb.ai/<entity>/<project>/runs/<wandb_id>`` once synced).
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
-    "metric", "value", "value_class_agnostic", "value_context", "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
+    "metric", "value", "value_class_agnostic", "value_context", "value_chrf", "heldout_bleu", "heldout_chrf", "corpus",
+    "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
     "params_model", "input_size", "train_iters", "train_seconds", "val_seconds", "run_seconds", "outside_seconds",
     "peak_memory_mb", "loss_first",
     "gate_start", "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
@@ -56,7 +62,7 @@ COLUMNS = (
 #: Columns read as text whatever they look like: a store whose rows so far are all ``0010`` must not
 #: read its variant as the number 10 (and write it back so), nor a hex config hash as a number.
 TEXT_COLUMNS = (
-    "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size",
+    "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size", "corpus",
     "device", "cpu", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
     "git_commit", "started_at", "finished_at", "wandb_id",
 )

@@ -16,6 +16,9 @@ ROW_KEY = ["task", "preset", "slot", "variant"]
 #: A run's protocol: two runs at one seed are paired only when they agree on all of these, none missing
 #: (``world_size``, the processes a run trained on, reads as 1 for rows written before it was recorded).
 PROTOCOL = ("threads", "world_size", "device", "torch_version", "mmcv_version")
+#: What else two paired runs share: the corpus they trained on (its digest; ``""`` where none is recorded, which
+#: pairs only with ``""``: translation rows written before 2026-12-07 and every image row).
+SAME_DATA = ("corpus",)
 
 _COMPARED_COLUMNS = ["paired_seeds", "paired_delta", "paired_std", "paired_t", "paired_p", "wilcoxon_p", "pairing",
                      "exact_p", "exact_paired"]
@@ -35,6 +38,8 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     ok["world_size"] = world.mask(world.isna() & recorded, 1)  # a protocol recorded before world_size: 1 rank
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
+    for column in SAME_DATA:
+        ok[column] = ok[column].fillna("").astype(str) if column in ok else ""
     for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",
                    "offset_mean_px", "mass_context", "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
@@ -55,13 +60,14 @@ def _protocol_text(value) -> str:
 
 def paired_differences(runs: pd.DataFrame, reference: pd.DataFrame) -> pd.Series:
     """``value - reference value`` per seed (the index), over the seeds at which both have a run with the
-    same, fully recorded :data:`PROTOCOL` (the mean where a seed has several such pairs of runs).
+    same, fully recorded :data:`PROTOCOL` and the same :data:`SAME_DATA` (the mean where a seed has several
+    such pairs of runs).
 
     The one pairing rule of the report: the table's paired statistics, the paired effects and the power
     analysis all take their differences from here. Both frames come from :func:`successful_runs`."""
-    recorded = [frame.loc[(frame[list(PROTOCOL)] != "").all(axis=1), ["seed", *PROTOCOL, "value"]]
+    recorded = [frame.loc[(frame[list(PROTOCOL)] != "").all(axis=1), ["seed", *PROTOCOL, *SAME_DATA, "value"]]
                 for frame in (runs, reference)]
-    pairs = recorded[0].merge(recorded[1], on=["seed", *PROTOCOL], suffixes=("", "_reference"))
+    pairs = recorded[0].merge(recorded[1], on=["seed", *PROTOCOL, *SAME_DATA], suffixes=("", "_reference"))
     return (pairs["value"] - pairs["value_reference"]).groupby(pairs["seed"]).mean()
 
 
@@ -101,8 +107,8 @@ def _protocol_mismatch(run: pd.Series, reference: pd.Series) -> str:
                    if not all(r[c] for c in PROTOCOL)]
         what = "protocol" if len(missing) == len(PROTOCOL) else ", ".join(missing)
         return f"the store records no {what} for {'these runs' if len(lacking) == 2 else lacking[0]}"
-    return "; ".join(f"{c} {'differ' if c.endswith('s') else 'differs'}: {run[c]} vs {reference[c]}"
-                     for c in PROTOCOL if run[c] != reference[c])
+    return "; ".join(f"{c} {'differ' if c.endswith('s') else 'differs'}: {run[c] or 'none recorded'} vs "
+                     f"{reference[c] or 'none recorded'}" for c in (*PROTOCOL, *SAME_DATA) if run[c] != reference[c])
 
 
 def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFrame:

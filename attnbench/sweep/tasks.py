@@ -12,12 +12,13 @@ from attnbench.variants import SLOTS, Variant
 if TYPE_CHECKING:
     import torch
 
-#: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``smoke``: the mini configs
+#: ``mini``: the CPU-sized configs; ``full``: the paper-scale ones; ``small``: real-language translation
+#: (``nmt-l10n``) with a model that translates, 20 minutes a run on one CPU thread; ``smoke``: the mini configs
 #: trained for a few iterations and evaluated on a few samples, to check a sweep end to end in a
 #: minute (its rows are labelled ``smoke`` and say nothing); ``long``: the mini vision configs
 #: trained four times longer (24 epochs of detection, 3,200 iterations of segmentation, the
 #: schedules stretched alike). Each task's ``preset_options`` hold the overrides of the last two.
-PRESETS = ("mini", "full", "smoke", "long")
+PRESETS = ("mini", "small", "full", "smoke", "long")
 
 
 def config_preset(preset: str) -> str:
@@ -164,7 +165,13 @@ class TranslationTask:
     configs: dict = field(default_factory=lambda: {
         "mini": "configs/translation/transformer-mini_mini-corpus.py",
         "full": "configs/translation/transformer-base_wmt14-ende.py"})
-    lengths: dict = field(default_factory=lambda: {"mini": 16, "full": 50})  # tokens per sentence
+    lengths: dict = field(default_factory=lambda: {"mini": 16, "small": 16, "full": 50})  # tokens per sentence
+    chrf_metric: str = "translation/chrF"  # recorded beside the BLEU (value_chrf)
+    heldout: tuple = ()  # presets whose config's test split is the corpus's held-out one: tested there after training
+
+    def tests_heldout(self, preset: str) -> bool:
+        """Whether a run of ``preset`` is tested on the held-out split after training (``heldout_bleu``, ``_chrf``)."""
+        return preset in self.heldout
 
     @property
     def presets(self) -> tuple[str, ...]:
@@ -244,7 +251,9 @@ STUDY_TASKS: dict = {
                                    "param_scheduler.0.end": 3200, "default_hooks.checkpoint.interval": 3200}}),
     "nmt": TranslationTask(),
     "nmt-l10n": TranslationTask(
-        name="nmt-l10n", configs={"mini": "configs/translation/transformer-mini_l10n-ende.py"}),
+        name="nmt-l10n", configs={"mini": "configs/translation/transformer-mini_l10n-ende.py",
+                                  "small": "configs/translation/transformer-small_l10n-ende.py"},
+        heldout=("small",)),
 }
 #: ``det-<rule>``, ``seg-<rule>``, ``fcn-<rule>``: the diagnostic suite (docs/diagnostics.md), one task
 #: per family and rule of mini shapes other than the study's own.

@@ -111,6 +111,7 @@ def execute(run: dict) -> tuple[dict, float]:
     import torch
     from mmengine.runner import Runner
 
+    from attnbench.data.l10n_corpus import corpus_of
     from attnbench.mm.attention_mass import AttentionMassHook
     from attnbench.mm.hooks import OpeningHook, RunSummaryHook, unwrapped_model
     from attnbench.mm.run_setup import (apply_run_protocol, closing_process_group, format_configs_once, load_config,
@@ -164,9 +165,15 @@ def execute(run: dict) -> tuple[dict, float]:
                **protocol, **recorder.extra)
     if wandb_id:
         row["wandb_id"] = wandb_id
-    for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric)):
+    for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric),
+                        ("value_chrf", getattr(task, "chrf_metric", None))):
         if key:
             row[column] = float(recorder.metrics[key])
+    if getattr(task, "tests_heldout", lambda preset: False)(run["preset"]):  # the config's test split is held out
+        metrics = runner.test()
+        row |= dict(heldout_bleu=float(metrics[task.metric]), heldout_chrf=float(metrics[task.chrf_metric]))
+    if getattr(task, "chrf_metric", None):
+        row["corpus"] = corpus_of(cfg.train_dataloader.dataset.get("data_root", ""))
     return row, recorder.train_seconds - recorder.earlier_seconds
 
 
