@@ -181,8 +181,36 @@ case "$3" in alpha|alpha=1.0-1) cp {debs}/alpha_1.0-1_all.deb . ;; *) echo "E: V
     assert not (tmp_path / "corpus").exists()
     lines = []
     out = build_corpus(tmp_path / "corpus", **options | dict(any_version=True, log=lines.append))
-    assert lines[0] == "alpha 1.0-2 is not in apt's lists: using 1.0-1 (--any-version)"
+    assert lines[-3] == "alpha 1.0-2 is not in apt's lists: using 1.0-1 (--any-version)"
     assert json.loads((out / "manifest.json").read_text())["packages"][0]["version"] == "1.0-1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root refreshes apt's lists")
+def test_stale_apt_lists_are_refreshed_once_and_a_version_gone_from_the_archive_says_so(debs, tmp_path, monkeypatch):
+    """A fake apt-get whose lists know alpha 1.0-1 only after ``apt-get update`` (stale lists), and never beta's
+    pinned version (gone from the archive)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text(f"""#!/bin/sh
+echo "$@" >> {tmp_path}/calls
+case "$1 $3" in
+  "update "*) touch {tmp_path}/updated ;;
+  "download alpha=1.0-1") [ -e {tmp_path}/updated ] && cp {debs}/alpha_1.0-1_all.deb . && exit 0; exit 100 ;;
+  *) echo "E: Version not found" >&2; exit 100 ;;
+esac
+""")
+    (fake / "apt-get").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    (tmp_path / "packages.txt").write_text("alpha 1.0-1\n")
+    lines = []
+    build_corpus(tmp_path / "corpus", packages=tmp_path / "packages.txt", cache=tmp_path / "cache", log=lines.append)
+    assert lines[0] == "apt-get download alpha=1.0-1 failed: refreshing apt's package lists (apt-get update) once"
+    (tmp_path / "packages.txt").write_text("beta 9.9-9\n")
+    with pytest.raises(CorpusUnavailable, match="refreshed and still lack it: the archive no longer serves it.*"
+                                                "--any-version"):
+        build_corpus(tmp_path / "gone", packages=tmp_path / "packages.txt", cache=tmp_path / "cache",
+                     log=lambda line: None)
+    assert (tmp_path / "calls").read_text().count("update") == 2  # once a build
 
 
 def test_without_apt_one_line_says_so(monkeypatch, tmp_path):

@@ -1,5 +1,6 @@
 """The translation model, its data path, BLEU and one Runner run (tiny sizes, CPU, ~1 min)."""
 import filecmp
+import json
 import math
 
 import numpy as np
@@ -347,21 +348,41 @@ def test_corpus_bleu_needs_references_and_a_tokenizer():
         metric.compute_metrics(metric.results)
 
 
-def test_runner_trains_the_mini_config_and_validation_reports_bleu(tmp_path):
+def tiny_mini_config(tmp_path, sentences: int, max_iters: int, val_interval: int) -> Config:
+    """The mini config on a 300-pair mini corpus (``sentences`` in valid and test) with a width-16 model."""
     cfg = Config.fromfile("configs/translation/transformer-mini_mini-corpus.py")
     for loader in (cfg.train_dataloader, cfg.val_dataloader, cfg.test_dataloader):
-        loader.dataset.update(data_root=str(tmp_path / "data"), generate=dict(seed=0, train=300, valid=16, test=16),
+        loader.dataset.update(data_root=str(tmp_path / "data"),
+                              generate=dict(seed=0, train=300, valid=sentences, test=sentences),
                               tokenizer=dict(loader.dataset.tokenizer, vocab_size=100))
     cfg.model.update(vocab_size=100, embed_dim=16, num_heads=2, ffn_dim=32, num_encoder_layers=1,
                      num_decoder_layers=1, decode_cfg=dict(max_len_b=3))
-    cfg.train_cfg.update(max_iters=4, val_interval=4)
+    cfg.train_cfg.update(max_iters=max_iters, val_interval=val_interval)
     cfg.work_dir = str(tmp_path / "work")
-    runner = Runner.from_cfg(cfg)
+    return cfg
+
+
+def test_runner_trains_the_mini_config_and_validation_reports_bleu(tmp_path):
+    runner = Runner.from_cfg(tiny_mini_config(tmp_path, 16, 4, 4))
     runner.train()
     bleu = runner.message_hub.get_scalar("val/translation/BLEU").current()
     assert 0 <= bleu <= 100 and math.isfinite(bleu)
     assert (tmp_path / "data" / "train.src").is_file()  # the corpus was generated on first use
     assert list((tmp_path / "data").glob("tokens-train.src-train.tgt-*/header.json"))  # and encoded into a store
+
+
+def test_a_learning_curve_records_each_validation_with_its_training_minutes(tmp_path):
+    cfg = tiny_mini_config(tmp_path, 8, 4, 2)
+    cfg.custom_hooks = [dict(type="attnbench.LearningCurveHook")]
+    Runner.from_cfg(cfg).train()
+    points = [json.loads(line) for line in (tmp_path / "work" / "curve.jsonl").read_text().splitlines()]
+    assert [p["iter"] for p in points] == [2, 4]
+    assert 0 < points[0]["train_minutes"] < points[1]["train_minutes"] and all(p["val_minutes"] > 0 for p in points)
+    assert all(0 <= p["translation/BLEU"] <= 100 and 0 <= p["translation/chrF"] <= 100 for p in points)
+    from attnbench.sweep.curves import curve_table, read_curves
+
+    table = curve_table(read_curves(tmp_path))
+    assert table.loc[0, "width"] == 16 and table.loc[0, "vocab"] == 100 and table.loc[0, "curve"] == "work"
 
 
 def test_the_model_builds_every_translation_token_of_the_catalogue_in_the_slots_it_names():

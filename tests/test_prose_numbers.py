@@ -298,6 +298,34 @@ def l10n_curve() -> str:
     return f"validation BLEU {bleu[0]:.1f} at 500 iterations, {bleu[1]:.1f} at 1,000, {bleu[2]:.1f} at 1,500"
 
 
+@cache
+def committed_corpus() -> Path:
+    """The committed l10n corpus, unpacked once into a temporary folder."""
+    import tempfile
+
+    from attnbench.data.l10n_corpus import unpack_committed
+
+    return unpack_committed(Path(tempfile.mkdtemp(prefix="l10n-")) / "l10n-ende", log=lambda line: None)
+
+
+def copy_scores_text() -> str:
+    """What copying the source scores on each split of the committed corpus (BLEU and chrF, sacreBLEU)."""
+    from attnbench.sweep.curves import copy_scores
+
+    score = {split: copy_scores(committed_corpus(), split) for split in ("valid", "test", "heldout")}
+    return (f"{score['valid']['BLEU']:.1f} BLEU (chrF {score['valid']['chrF']:.1f}) on validation, "
+            f"{score['test']['BLEU']:.1f} ({score['test']['chrF']:.1f}) on test and {score['heldout']['BLEU']:.1f} "
+            f"({score['heldout']['chrF']:.1f}) on the held-out packages")
+
+
+def heldout_counts() -> str:
+    """The held-out split's pairs, entries and pairs dropped for their English in train (the committed manifest)."""
+    heldout = json.loads((committed_corpus() / "manifest.json").read_text())["heldout"]
+    pairs = json.loads((committed_corpus() / "manifest.json").read_text())["pairs"]["heldout"]
+    return (f"**{pairs:,} held-out pairs** ({heldout['entries']:,} entries of the nine packages; "
+            f"{heldout['dropped']['in_train']:,} pairs dropped because their English is in train)")
+
+
 def token_store_benchmark(part: int) -> str:
     """results/benchmark-cpu/translation_data.md's table row (0) and its in-memory comparison's time and memory (1)."""
     text = (ROOT / "results/benchmark-cpu/translation_data.md").read_text()
@@ -348,7 +376,8 @@ FACTS = {
                       closed_gate_power, figure4_det, e4_seg_verdict,
                       lambda: f"13 of the 20 registered seeds (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
     "docs/registry.md": [figure4_det, e4_seg],
-    "docs/translation.md": [l10n_curve, l10n_run_time, l10n_baseline_and_best, lambda: token_store_benchmark(0),
+    "docs/translation.md": [l10n_curve, l10n_run_time, l10n_baseline_and_best, copy_scores_text, heldout_counts,
+                            lambda: token_store_benchmark(0),
                             lambda: token_store_benchmark(1)],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),
                             lambda: f"13 of 20 (95 % interval {interval(*pooled('fcn-flag', '1111'))})", flag_start,

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -886,3 +887,66 @@ def test_each_task_names_the_presets_it_runs_and_refuses_the_others():
     with pytest.raises(ValueError, match="has no long preset"):  # det's long schedule is the mini config's, x4
         ade20k.config("long", "0010", None)
     assert ade20k.config("smoke", "0010", None)[1]["train_cfg.max_iters"] == 4
+
+
+def write_l10n_like_corpus(root: Path, pairs: int = 300) -> str:
+    """A tiny corpus laid out as the committed l10n one (four splits, a manifest with its digest); its digest."""
+    import hashlib
+
+    from attnbench.data.l10n_corpus import corpus_digest
+
+    words = [("file", "Datei"), ("window", "Fenster"), ("page", "Seite"), ("disc", "Disk"), ("printer", "Drucker")]
+    verbs = [("Open", "öffnen"), ("Close", "schließen"), ("Print", "drucken"), ("Burn", "brennen")]
+    lines = [(f"{v} the {w} {i}", f"{wd} {i} {vd}") for i in range(pairs // 20 + 1)
+             for v, vd in verbs for w, wd in words][:pairs]
+    root.mkdir(parents=True)
+    files = {}
+    for split, rows in dict(train=lines, valid=lines[:12], test=lines[12:24], heldout=lines[24:36]).items():
+        for side, suffix in enumerate(("en", "de")):
+            path = root / f"{split}.{suffix}"
+            path.write_text("".join(f"{row[side]}\n" for row in rows))
+            files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = corpus_digest(files)
+    (root / "manifest.json").write_text(json.dumps(dict(corpus=digest, files=files)))
+    return digest
+
+
+@pytest.mark.slow
+def test_a_small_preset_run_records_chrf_its_heldout_scores_and_its_corpus(tmp_path):
+    """nmt-l10n's small preset: validation BLEU and chrF, then a test on the held-out split, and the corpus digest."""
+    digest = write_l10n_like_corpus(tmp_path / "corpus")
+    task = TASKS["nmt-l10n"]
+    config, options = task.config("small", "baseline", None)
+    tokenizer = dict(train_files=["train.en", "train.de"], vocab_size=60, model_type="bpe")
+    options |= {f"{split}_dataloader.dataset.{key}": value for split in ("train", "val", "test")
+                for key, value in dict(data_root=str(tmp_path / "corpus"), tokenizer=tokenizer).items()}
+    options |= {"model.vocab_size": 60, "model.embed_dim": 16, "model.ffn_dim": 32, "model.num_encoder_layers": 1,
+                "model.num_decoder_layers": 1, "model.decode_cfg.max_len_b": 3, "train_cfg.max_iters": 2,
+                "train_cfg.val_interval": 2, "param_scheduler": []}
+    assert task.tests_heldout("small") and not task.tests_heldout("mini")
+    run = Run("nmt-l10n", "small", "baseline", 0, None, config, options)
+    row, = SweepRunner(ResultsStore(tmp_path / "results"), wandb=None).run_all([run])
+    assert row["status"] == "ok", row.get("error")
+    assert row["metric"] == "translation/BLEU" and 0 <= row["value"] <= 100
+    assert 0 < row["value_chrf"] <= 100 and 0 <= row["heldout_bleu"] <= 100 and 0 < row["heldout_chrf"] <= 100
+    assert row["corpus"] == digest
+    stored = ResultsStore(tmp_path / "results").read().iloc[0]
+    assert stored["corpus"] == digest and stored["heldout_chrf"] == pytest.approx(row["heldout_chrf"])
+
+
+@pytest.mark.slow
+def test_two_sweeps_on_one_store_train_each_run_once(tmp_path):
+    """The same sweep started twice, two seconds apart, on one store: each run trains in one of them (one
+    training folder in its run folder); the other waits for it and reports the recorded row."""
+    command = [sys.executable, str(ROOT / "tools/sweep.py"), "--tasks", "nmt", "--slot", "enc-dec", "--factors", "0010",
+               "--preset", "smoke", "--results", str(tmp_path / "results"), "--no-wandb", "--no-plot", "--no-snapshot"]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    time.sleep(2)
+    second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    output = first.communicate(timeout=900)[0]
+    assert first.returncode == second.returncode == 0, output + second.stdout + second.stderr
+    rows = ResultsStore(tmp_path / "results").read()
+    assert len(rows) == 2 and (rows["status"] == "ok").all()
+    for run_dir in (tmp_path / "results" / "runs").iterdir():
+        trainings = [p for p in run_dir.iterdir() if p.is_dir() and (p / "vis_data").is_dir()]
+        assert len(trainings) == 1, f"{run_dir.name} trained {len(trainings)} times"

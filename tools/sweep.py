@@ -327,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
                        else f"{row['metric']}={row['value']:.4g}")
             bar.write(f"{label(row['task'], row.get('slot'), row['variant'], row['seed'])}: {outcome}")
             bar.update()
+    if args.no_wait:  # queued, not done: each job records its own row when it ends
+        print(f"submitted {len(todo)} runs in {time.time() - start:.0f} s, none finished yet: each job records its row "
+              f"in {store.path} when it ends (squeue lists them; the same command again runs what is still missing)")
+        return 0
     print(f"sweep finished in {time.time() - start:.0f} s: {len(todo) - failed} ok, {failed} failed")
     if not args.no_plot and len(store.read()):
         from attnbench.sweep.plots import plot_tradeoffs

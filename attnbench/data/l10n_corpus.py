@@ -223,27 +223,39 @@ def _cached_deb(folder: Path, name: str, version: str | None) -> Path | None:
     return None
 
 
+def _apt_download(spec: str, cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["apt-get", "download", "-q", spec], cwd=cache, capture_output=True, text=True)
+
+
 def fetch_package(name: str, version: str, cache: Path, log: Callable[[str], None],
-                  any_version: bool = False) -> Path:
+                  any_version: bool = False, refreshed: list | None = None) -> Path:
     """The ``.deb`` of ``name`` at ``version`` in ``cache``, downloaded with ``apt-get download`` unless it is
-    there. A version apt cannot fetch raises, unless ``any_version`` takes the archive's current one (another
-    corpus: the manifest records the versions read)."""
+    there. A version apt cannot fetch makes root refresh apt's lists once (``refreshed``: a list shared by one
+    build, holding whether ``apt-get update`` succeeded once it ran) and try again; then it raises, saying the one command or option that helps,
+    unless ``any_version`` takes the archive's current one (another corpus: the manifest records the versions read)."""
     deb = _cached_deb(cache, name, version)
     if deb is not None:
         return deb
     cache.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["apt-get", "download", "-q", f"{name}={version}"], cwd=cache, capture_output=True, text=True)
+    done = _apt_download(f"{name}={version}", cache)
+    if done.returncode != 0 and refreshed is not None and not refreshed and os.geteuid() == 0:
+        log(f"apt-get download {name}={version} failed: refreshing apt's package lists (apt-get update) once")
+        refreshed.append(subprocess.run(["apt-get", "update", "-q"], capture_output=True).returncode == 0)
+        done = _apt_download(f"{name}={version}", cache)
     if done.returncode == 0:
         return _cached_deb(cache, name, version)
     error = (done.stderr.strip().splitlines() or ["no message"])[-1]
-    if any_version and subprocess.run(["apt-get", "download", "-q", name], cwd=cache, capture_output=True).returncode == 0:
+    if any_version and _apt_download(name, cache).returncode == 0:
         deb = _cached_deb(cache, name, None)
         log(f"{name} {version} is not in apt's lists: using {_deb_field(deb, 'Version')} (--any-version)")
         return deb
+    refresh = "apt's lists were refreshed and still lack it: the archive no longer serves it" if any(refreshed or []) else \
+        "run 'apt-get update' as root (lists older than the pin miss it)"
     raise CorpusUnavailable(
-        f"apt-get download {name}={version} failed ({error}): the pinned version is not in apt's package lists. "
-        "Run 'apt-get update' (lists older than the pin miss it), give the .deb files with --debs DIR, or build "
-        "from the archive's current versions with --any-version (a different corpus; the manifest says which)")
+        f"apt-get download {name}={version} failed ({error}): {refresh}. The committed corpus needs no download "
+        "(the nmt-l10n task unpacks it); to build one anyway, give the .deb files with --debs DIR, or take the "
+        "archive's current versions with --any-version (a different corpus: its rows never pair with the "
+        "committed one's)")
 
 
 def given_package(folder: Path, name: str, version: str, any_version: bool = False) -> Path:
@@ -307,14 +319,15 @@ def collect_pairs(entries: Iterable[tuple[str, str] | str], limits: Limits, seen
 
 
 def _read_packages(pins: list[tuple[str, str]], lang: str, limits: Limits, cache: Path, debs: str | Path | None,
-                   any_version: bool, log: Callable[[str], None]) -> tuple[list, list, Counter]:
-    """The package records, the kept pairs (first-seen order, deduplicated) and the drop counts of ``pins``."""
+                   any_version: bool, log: Callable[[str], None], refreshed: list) -> tuple[list, list, Counter]:
+    """The package records, the kept pairs (first-seen order, deduplicated) and the drop counts of ``pins``
+    (``refreshed``: as :func:`fetch_package`'s)."""
     records, kept, dropped, seen = [], [], Counter(), set()
     with tempfile.TemporaryDirectory(prefix="l10n-catalogues-") as scratch:
         for number, (name, version) in enumerate(pins, 1):
             record = PackageRecord(name=name, pinned=version)
             deb = given_package(Path(debs), name, version, any_version) if debs else \
-                fetch_package(name, version, cache, log, any_version)
+                fetch_package(name, version, cache, log, any_version, refreshed)
             record.version = _deb_field(deb, "Version")
             record.sha256 = hashlib.sha256(deb.read_bytes()).hexdigest()
             catalogues, record.licences = unpack_catalogues(deb, lang, Path(scratch) / name)
@@ -361,14 +374,15 @@ def build_corpus(out: str | Path, lang: str = "de", packages: str | Path = PACKA
                          f"{', '.join(shared)} are in {packages}")
     cache = Path(cache or Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench")) / "debs")
     started = time.time()
-    records, kept, dropped = _read_packages(pins, lang, limits, cache, debs, any_version, log)
+    refreshed = []  # apt's lists are refreshed at most once a build
+    records, kept, dropped = _read_packages(pins, lang, limits, cache, debs, any_version, log, refreshed)
     pairs = {split: [] for split in SPLITS}
     for source, target in kept:
         pairs[split_of(source, valid_fraction, test_fraction)].append((source, target))
     heldout = None
     if heldout_pins:
         heldout_records, heldout_kept, heldout_dropped = _read_packages(
-            heldout_pins, lang, limits, cache, debs, any_version, log)
+            heldout_pins, lang, limits, cache, debs, any_version, log, refreshed)
         trained = {split_key(source) for source, _ in pairs["train"]}
         pairs[HELDOUT] = [pair for pair in heldout_kept if split_key(pair[0]) not in trained]
         heldout_dropped["in_train"] = len(heldout_kept) - len(pairs[HELDOUT])

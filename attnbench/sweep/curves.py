@@ -58,7 +58,7 @@ def curve_table(curves: pd.DataFrame, metrics: tuple[str, ...] = ("BLEU", "chrF"
         first = points.iloc[0]
         row = {column: first[column] for column, _ in SHAPE_KEYS} | {"curve": name}
         row["points (minutes: " + " / ".join(metrics) + ")"] = "; ".join(
-            f"{p.train_minutes:.1f}: " + " / ".join(f"{p[m]:.1f}" for m in metrics) for p in points.itertuples())
+            f"{p['train_minutes']:.1f}: " + " / ".join(f"{p[m]:.1f}" for m in metrics) for _, p in points.iterrows())
         best = points.loc[points[metrics[0]].idxmax()]
         row[f"best {metrics[0]}"] = round(float(best[metrics[0]]), 2)
         row["at minutes"] = round(float(best["train_minutes"]), 1)

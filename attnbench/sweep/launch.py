@@ -1,5 +1,10 @@
 """Running a plan: one worker process per run, locally (``--jobs`` at a time, forked from a server that
-imported once) or through submitit."""
+imported once) or through submitit.
+
+A run trains once, whatever sweeps touch its store: a local sweep holds the run's claim (a file lock,
+``runs/<run id>/claim.lock``, freed by the system when its holder dies) while the run trains; another sweep
+that reaches the run meanwhile waits for the claim and then takes the recorded row instead of training it
+again (or trains it, resuming, where the first did not finish it)."""
 from __future__ import annotations
 
 import contextlib
@@ -16,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import torch
+from filelock import FileLock, Timeout
 
 import attnbench
 from attnbench.config_files import CONFIG_ROOT, missing_data, repository_path
@@ -218,7 +224,25 @@ class SweepRunner:
         return [*worker, str(spec), str(result)], result
 
     def _execute_local(self, run: Run, on_start) -> dict:
-        on_start(run)
+        """Train ``run`` here, holding its claim; ``{"recorded": row}`` where another sweep trained it meanwhile."""
+        self.run_dir(run).mkdir(parents=True, exist_ok=True)
+        claim = FileLock(self.run_dir(run) / "claim.lock")
+        try:
+            claim.acquire(timeout=0)
+        except Timeout:
+            print(f"{run.run_id}: another sweep is training it; waiting for that run", flush=True)
+            claim.acquire()
+        try:
+            rows = self.store.read()
+            recorded = rows[(rows["run_id"] == run.run_id) & (rows["status"] == "ok")]
+            if len(recorded):
+                return {"recorded": recorded.iloc[-1].to_dict()}
+            on_start(run)
+            return self._train_local(run)
+        finally:
+            claim.release()
+
+    def _train_local(self, run: Run) -> dict:
         threads, log = self.threads(run), self.run_dir(run) / "run.log"
         if self._servers is None or run.procs > 1:  # a fresh interpreter (or torchrun's ranks) for the run
             command, result = self._command(run, run.procs)
@@ -350,7 +374,8 @@ class SweepRunner:
                     futures[pool.submit(self._execute_local, run, on_start)] = (run, utc_now())
                 for future in as_completed(futures):
                     run, started = futures[future]
-                    yield self._record(run, future.result(), started)
+                    result = future.result()
+                    yield result["recorded"] if "recorded" in result else self._record(run, result, started)
         finally:
             if self._servers is not None:
                 self._servers.close()

@@ -28,6 +28,9 @@ COMMON = ("--jobs", "2", "--no-plot", "--blind", "--seeds", "5", "--results", "r
 #: The seeds of the translation claims (docs/study.md, "Translation on real language"), registered before
 #: their runs; and of the two image leads (docs/study.md, "Two image leads under the protocol").
 L10N_SEEDS = range(210, 216)
+#: The small preset's pilot on real language (the baseline's cost per run and seed spread, before any
+#: registration at that preset): results/l10n-small.
+L10N_SMALL_PILOT_SEEDS = "400-402"
 FIGURE4_DET_SEEDS = "300-344"
 E4_SEG_SEEDS = range(230, 235)
 
@@ -226,6 +229,12 @@ def study_parts() -> dict[str, Part]:
         Part("l10n-pilot", "real language (nmt-l10n): the baseline's cost per run and seed spread", "results/l10n",
              (_store("results/l10n", "--tasks", "nmt-l10n", "--seeds", "200-202"),)),
         _translation_claims("l10n-claims", "nmt-l10n"),
+        Part("l10n-small-pilot", "real language at the small preset (a model that translates): the baseline's BLEU "
+                                 "against copying the source, its cost per run and seed spread, on valid and on "
+                                 "the held-out packages", "results/l10n-small",
+             (_store("results/l10n-small", "--tasks", "nmt-l10n", "--preset", "small", "--seeds",
+                     L10N_SMALL_PILOT_SEEDS),),
+             (Report("compare", ("--results", "{results}", "--format", "markdown"), "{results}/pilot.md"),)),
         _translation_claims("mini-corpus-claims", "nmt"),
         Part("mini-corpus-report", "the translation claims' table and verdicts on the synthetic corpus (task nmt) "
                                    "of results/l10n", "results/l10n",
