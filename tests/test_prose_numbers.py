@@ -165,6 +165,24 @@ def l10n_baseline_and_best() -> str:
             f"deformable convolution in encoder self-attention {best.max():.1f};")
 
 
+def l10n_below_copy() -> str:
+    """The mini preset's real-language rows of the claims against copying the source (validation BLEU): the
+    baseline's mean, the copy score, and which claim rows score below it (every decoder self-attention row,
+    T1's ``0111``), at the registered seeds."""
+    from attnbench.sweep.curves import copy_scores
+
+    copy = copy_scores(committed_corpus(), "valid")["BLEU"]
+    runs = successful_runs(translation_runs("nmt-l10n")).assign(slot=lambda f: f["slot"].fillna(""))
+    means = runs.groupby(["slot", "variant"])["value"].mean()
+    below = {(slot, row) for slot in ("enc-dec", "enc-self", "dec-self") for row in claim_rows(TRANSLATION_CLAIMS, slot)
+             if means[(slot, row)] < copy}
+    decoder = means["dec-self"][claim_rows(TRANSLATION_CLAIMS, "dec-self")]
+    assert below == {("dec-self", row) for row in decoder.index} | {("enc-dec", "0111")}
+    return (f"baseline scores {means[('', 'baseline')]:.1f} BLEU where copying the English source scores {copy:.1f}: "
+            f"every decoder self-attention row of the claims scores below copying ({decoder.min():.1f} to "
+            f"{decoder.max():.1f}), and so does T1's `0111` ({means[('enc-dec', '0111')]:.2f})")
+
+
 def l10n_tradeoff_effects() -> str:
     """The main effects on real language from the trade-off part's seeds 210-212, read after it completed."""
     effects = factor_effects(runs_of("l10n", "nmt-l10n", range(210, 213))).set_index(["slot", "term"])["effect"]

@@ -86,7 +86,8 @@ def plot_curves(curves: pd.DataFrame, out_stem: str | Path, metrics: tuple[str, 
         ax.grid(alpha=0.3)
     for label, value in (references or {}).items():
         axes[0][0].axhline(value, color="grey", linestyle="--", linewidth=1)
-        axes[0][0].annotate(label, (0, value), xytext=(2, 3), textcoords="offset points", fontsize=8, color="grey")
+        axes[0][0].annotate(label, (0.01, value), xycoords=("axes fraction", "data"), xytext=(0, 2),
+                            textcoords="offset points", fontsize=8, color="grey")
     axes[0][0].legend(fontsize=7)
     return save_figure(fig, out_stem)
 
