@@ -62,6 +62,9 @@ RULES = [
     Rule(r"sweep\.py ", "smoke"),
     Rule(r"torch\.distributed\.run", "skip", "8 GPUs and the WMT14 data"),
     Rule(r"tools/(train|test)\.py configs/translation/transformer-mini", "short_training"),
+    Rule(r"tools/train\.py .*--curve", "skip", "about 20 CPU-minutes: results/l10n-curves holds such runs' output; "
+         "tests/test_nmt.py records a curve of a tiny model"),
+    Rule(r"tools/learning_curves\.py", "as_typed"),  # reads the committed curves (the corpus: unpacked by a sweep above)
     Rule(r"tools/study\.sh", "skip", "the study: CPU-hours of the sweeps run above"),
     Rule(r"flops_table\.py", "skip", "26 CPU-minutes at full scale; its counting path is the sweep's dry run above"),
     Rule(r"wandb sync", "skip", "uploads to W&B's servers (no network here)"),

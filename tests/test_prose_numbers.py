@@ -183,6 +183,75 @@ def l10n_below_copy() -> str:
             f"{decoder.max():.1f}), and so does T1's `0111` ({means[('enc-dec', '0111')]:.2f})")
 
 
+@cache
+def small_pilot() -> pd.DataFrame:
+    """The small preset's pilot: the baseline's runs at its seeds (results/l10n-small), every one ok."""
+    from attnbench.sweep.studies import L10N_SMALL_PILOT_SEEDS
+
+    runs = runs_of("l10n-small", "nmt-l10n", parse_seeds(L10N_SMALL_PILOT_SEEDS))
+    runs = runs[(runs["variant"] == "baseline") & (runs["preset"] == "small")]
+    assert len(runs) == 3 and (runs["status"] == "ok").all()
+    return runs
+
+
+def small_pilot_scores() -> str:
+    """The small preset's baseline at its pilot seeds: validation BLEU (mean ± std) and chrF, held-out BLEU and chrF."""
+    runs = small_pilot()
+    return (f"{runs['value'].mean():.1f} ± {runs['value'].std():.2f} BLEU (chrF {runs['value_chrf'].mean():.1f}) on "
+            f"validation, {runs['heldout_bleu'].mean():.1f} (chrF {runs['heldout_chrf'].mean():.1f}) on the held-out "
+            "packages")
+
+
+def small_run_time() -> str:
+    """The small preset's pilot runs' median wall time (training, validation and held-out test), in minutes."""
+    return f"about {small_pilot()['run_seconds'].median() / 60:.0f} minutes a run"
+
+
+def small_registration_power() -> str:
+    """The small preset's registration: the pilot's baseline spread and what paired seeds then detect, a contrast's
+    spread taken as sqrt(2) times the baseline's (the mini preset's registration did the same)."""
+    from attnbench.sweep.stats import min_detectable_effect
+
+    sd = small_pilot()["value"].std()
+    first = {n: min_detectable_effect(sd * 2 ** 0.5, n, 0.05 / 3, 0.8) for n in (3, 4, 6)}
+    rest = min_detectable_effect(sd * 2 ** 0.5, 6, 0.05 / 8, 0.8)
+    return (f"{sd:.2f} BLEU over its three seeds; a two-row contrast of independent rows has about sqrt(2) times "
+            f"that, and then three paired seeds would detect {first[3]:.2f} BLEU at 0.05 / 3 with 80 % power, four "
+            f"{first[4]:.2f} and six {first[6]:.2f} (and {rest:.2f} at 0.05 / 8 for the second family; `python -c "
+            f"\"from attnbench.sweep.stats import min_detectable_effect as m; print(m({sd:.4f} * 2 ** 0.5, 6, 0.05 / 3, "
+            f"0.8))\"`).")
+
+
+def l10n_t3_decoder_rows() -> str:
+    """T1's and T3's rows below copying at the mini preset, as study.md's side-by-side table gives them."""
+    runs = successful_runs(translation_runs("nmt-l10n")).assign(slot=lambda f: f["slot"].fillna(""))
+    means = runs.groupby(["slot", "variant"])["value"].mean()
+    t1 = translation_claims("nmt-l10n").query("claim == 'T1'").iloc[0]
+    return (f"| T1 | reproduced: `1111 - 0111` {t1['mean']:+.2f} BLEU, Holm p {t1['p_holm']:.3f} (`0111` at "
+            f"{means[('enc-dec', '0111')]:.2f} is below copying) |", f"the decoder contrast compares two rows below "
+            f"copying ({means[('dec-self', 'deformable')]:.2f} and {means[('dec-self', '0100')]:.2f})")
+
+
+def small_pilot_mean() -> str:
+    runs = small_pilot()
+    return f"the `small` preset's baseline translates ({runs['value'].mean():.1f} BLEU)"
+
+
+def synthetic_copy_and_baseline() -> str:
+    """Copying the source of the synthetic corpus's validation split, and the mini baseline's mean at the claims' seeds."""
+    import tempfile
+
+    from attnbench.data.mini_corpus import ensure_mini_corpus
+    from attnbench.sweep.curves import copy_scores
+
+    root = Path(tempfile.mkdtemp(prefix="mini-corpus-"))
+    ensure_mini_corpus(str(root))
+    copy = copy_scores(root, "valid", "src", "tgt")["BLEU"]
+    runs = successful_runs(translation_runs("nmt"))
+    baseline = runs.loc[runs["variant"] == "baseline", "value"].mean()
+    return f"On the synthetic corpus copying scores {copy:.1f} BLEU and the `mini` baseline {baseline:.1f}"
+
+
 def l10n_tradeoff_effects() -> str:
     """The main effects on real language from the trade-off part's seeds 210-212, read after it completed."""
     effects = factor_effects(runs_of("l10n", "nmt-l10n", range(210, 213))).set_index(["slot", "term"])["effect"]
@@ -344,6 +413,13 @@ def heldout_counts() -> str:
             f"{heldout['dropped']['in_train']:,} pairs dropped because their English is in train)")
 
 
+def learning_curves() -> str:
+    """The table of results/l10n-curves (tools/learning_curves.py), as translation.md shows it (spaces collapsed)."""
+    from attnbench.sweep.curves import curve_table, read_curves
+
+    return re.sub(r"\s+", " ", curve_table(read_curves(ROOT / "results/l10n-curves")).to_markdown(index=False))
+
+
 def token_store_benchmark(part: int) -> str:
     """results/benchmark-cpu/translation_data.md's table row (0) and its in-memory comparison's time and memory (1)."""
     text = (ROOT / "results/benchmark-cpu/translation_data.md").read_text()
@@ -395,6 +471,7 @@ FACTS = {
                       lambda: f"13 of the 20 registered seeds (95 % interval {interval(*pooled('fcn-flag', '1111'))})"],
     "docs/registry.md": [figure4_det, e4_seg],
     "docs/translation.md": [l10n_curve, l10n_run_time, l10n_baseline_and_best, copy_scores_text, heldout_counts,
+                            learning_curves,
                             lambda: token_store_benchmark(0),
                             lambda: token_store_benchmark(1)],
     "docs/diagnostics.md": [lambda: flag_rows("det-flag"), lambda: flag_rows("fcn-flag"),

@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--claims", nargs="?", const="study", choices=list(CLAIM_FAMILIES), metavar="FAMILY",
                    help="a registered family of claims instead (attnbench.sweep.claims; default study: C1-C5 on the "
                    "image tasks, T1-T4 on the translation tasks, each contrast in its slot; figure4-det: F4; e4-seg: "
-                   "E4's lead on the segmentor): each as a contrast of rows paired by seed, predicted positive, "
+                   "E4's lead on the segmentor; translation-first: T1 and T3, translation-rest: T2 and T4, the small "
+                   "preset's two families): each as a contrast of rows paired by seed, predicted positive, "
                    "tested (paired t, or the sign test of learnt rules on the diagnostic tasks), Holm-adjusted over "
                    "each task's contrasts, with a verdict")
     p.add_argument("--by-claim", action="store_true",

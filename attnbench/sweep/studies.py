@@ -31,6 +31,9 @@ L10N_SEEDS = range(210, 216)
 #: The small preset's pilot on real language (the baseline's cost per run and seed spread, before any
 #: registration at that preset): results/l10n-small.
 L10N_SMALL_PILOT_SEEDS = "400-402"
+#: The translation claims at the small preset, registered before their runs (docs/study.md, "The translation
+#: claims with a model that translates"): T1 and T3 first, then T2 and T4, at the same seeds.
+L10N_SMALL_SEEDS = range(410, 416)
 FIGURE4_DET_SEEDS = "300-344"
 E4_SEG_SEEDS = range(230, 235)
 
@@ -123,13 +126,18 @@ def _never_run(screen: str) -> str:
     return f"never run: no row of {screen} learnt the rule"
 
 
-def _translation_claims(name: str, task: str) -> Part:
-    return Part(name, f"the translation claims T1-T4 (attnbench.sweep.claims.TRANSLATION_CLAIMS) on {task}: every "
-                      "row of a contrast in its slot, seed by seed, at the seeds fixed with the predictions",
-                "results/l10n",
-                tuple(_store("results/l10n", "--tasks", task, "--slot", slot,
-                             "--modules", _claim_rows("TRANSLATION_CLAIMS", slot), "--seeds", f"{seed}-{seed}")
-                      for seed in L10N_SEEDS for slot in ("enc-dec", "enc-self", "dec-self")))
+def _translation_claims(name: str, task: str, family: str = "TRANSLATION_CLAIMS", seeds=L10N_SEEDS,
+                        preset: str = "mini", results: str = "results/l10n") -> Part:
+    """The rows of a family of translation contrasts (``attnbench.sweep.claims.<family>``) and the baseline, slot
+    by slot, seed by seed, at the seeds fixed with the predictions."""
+    slots = [slot for slot in ("enc-dec", "enc-self", "dec-self") if _claim_rows(family, slot)]
+    where = ("--preset", preset) if preset != "mini" else ()
+    return Part(name, f"the translation claims of attnbench.sweep.claims.{family} on {task}"
+                      f"{f' at the {preset} preset' if preset != 'mini' else ''}: every row of a contrast in its slot, "
+                      "seed by seed, at the seeds fixed with the predictions", results,
+                tuple(_store(results, "--tasks", task, *where, "--slot", slot, "--modules", _claim_rows(family, slot),
+                             "--seeds", f"{seed}-{seed}")
+                      for seed in seeds for slot in slots))
 
 
 def study_parts() -> dict[str, Part]:
@@ -235,6 +243,16 @@ def study_parts() -> dict[str, Part]:
              (_store("results/l10n-small", "--tasks", "nmt-l10n", "--preset", "small", "--seeds",
                      L10N_SMALL_PILOT_SEEDS),),
              (Report("compare", ("--results", "{results}", "--format", "markdown"), "{results}/pilot.md"),)),
+        _translation_claims("l10n-small-first", "nmt-l10n", "TRANSLATION_FIRST", L10N_SMALL_SEEDS, "small",
+                            "results/l10n-small"),
+        _translation_claims("l10n-small-rest", "nmt-l10n", "TRANSLATION_REST", L10N_SMALL_SEEDS, "small",
+                            "results/l10n-small"),
+        Part("l10n-small-report", "the verdicts of the small preset's two families of translation claims, each once "
+                                  "its part is complete", "results/l10n-small",
+             reports=tuple(Report("compare", ("--results", "{results}", "--seeds", f"{L10N_SMALL_SEEDS[0]}-"
+                                              f"{L10N_SMALL_SEEDS[-1]}", "--claims", family, "--format", "markdown"),
+                                  f"{{results}}/claims-{family}.md")
+                           for family in ("translation-first", "translation-rest"))),
         _translation_claims("mini-corpus-claims", "nmt"),
         Part("mini-corpus-report", "the translation claims' table and verdicts on the synthetic corpus (task nmt) "
                                    "of results/l10n", "results/l10n",

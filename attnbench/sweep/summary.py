@@ -39,7 +39,7 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     for column in PROTOCOL:
         ok[column] = ok[column].map(_protocol_text) if column in ok else ""
     for column in SAME_DATA:
-        ok[column] = ok[column].fillna("").astype(str) if column in ok else ""
+        ok[column] = ok[column].astype(object).fillna("").astype(str) if column in ok else ""
     for column in ("value_class_agnostic", "value_context", "gate_max", "gate_loss_max", "gate_loss_opened",
                    "offset_mean_px", "mass_context", "mass_context_chance"):
         ok[column] = pd.to_numeric(ok[column] if column in ok else math.nan, errors="coerce")
