@@ -407,8 +407,8 @@ def copy_scores_text() -> str:
 
 def heldout_counts() -> str:
     """The held-out split's pairs, entries and pairs dropped for their English in train (the committed manifest)."""
-    heldout = json.loads((committed_corpus() / "manifest.json").read_text())["heldout"]
-    pairs = json.loads((committed_corpus() / "manifest.json").read_text())["pairs"]["heldout"]
+    manifest = json.loads((committed_corpus() / "manifest.json").read_text())
+    heldout, pairs = manifest["heldout"], manifest["pairs"]["heldout"]
     return (f"**{pairs:,} held-out pairs** ({heldout['entries']:,} entries of the nine packages; "
             f"{heldout['dropped']['in_train']:,} pairs dropped because their English is in train)")
 

@@ -29,7 +29,7 @@ def main() -> None:
     if args.amp:
         cfg.optim_wrapper.type = "AmpOptimWrapper"
         cfg.optim_wrapper.loss_scale = "dynamic"
-    if args.curve:
+    if args.curve is not None:
         if cfg.train_cfg.get("type") != "IterBasedTrainLoop" or args.curve < 1:
             p.error("--curve takes a positive number of iterations, for a config with an IterBasedTrainLoop")
         cfg.train_cfg.val_interval = args.curve

@@ -106,11 +106,10 @@ class LearningCurveHook(Hook):
     def after_val_epoch(self, runner, metrics=None) -> None:
         if self._started is None:  # a validation outside training (runner.val())
             return
-        now = time.perf_counter()
-        train_minutes = (now - self._started - self._val_seconds - (now - self._val_started)) / 60
-        self._val_seconds += now - self._val_started
-        line = dict(iter=runner.iter, train_minutes=round(train_minutes, 3),
-                    val_minutes=round((now - self._val_started) / 60, 3),
+        val_seconds = time.perf_counter() - self._val_started
+        train_minutes = (self._val_started - self._started - self._val_seconds) / 60
+        self._val_seconds += val_seconds
+        line = dict(iter=runner.iter, train_minutes=round(train_minutes, 3), val_minutes=round(val_seconds / 60, 3),
                     **{key: float(value) for key, value in (metrics or {}).items()})
         with open(f"{runner.work_dir}/{self.filename}", "a") as file:
             file.write(json.dumps(line) + "\n")

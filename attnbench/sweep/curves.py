@@ -52,7 +52,7 @@ def read_curves(root: str | Path) -> pd.DataFrame:
 
 
 def curve_table(curves: pd.DataFrame, metrics: tuple[str, ...] = ("BLEU", "chrF")) -> pd.DataFrame:
-    """One row a curve: its shape, then ``metric@minutes`` cells of each validation in order."""
+    """One row a curve: its shape, each validation's ``minutes: BLEU / chrF`` in order, and its best point."""
     table = []
     for name, points in curves.groupby("curve", sort=False):
         first = points.iloc[0]

@@ -224,7 +224,9 @@ class SweepRunner:
         return [*worker, str(spec), str(result)], result
 
     def _execute_local(self, run: Run, on_start) -> dict:
-        """Train ``run`` here, holding its claim; ``{"recorded": row}`` where another sweep trained it meanwhile."""
+        """Train ``run`` here and record its row, holding its claim throughout (a sweep that takes the claim next
+        finds the row); the row, another sweep's where it trained the run meanwhile."""
+        started = utc_now()
         self.run_dir(run).mkdir(parents=True, exist_ok=True)
         claim = FileLock(self.run_dir(run) / "claim.lock")
         try:
@@ -236,9 +238,9 @@ class SweepRunner:
             rows = self.store.read()
             recorded = rows[(rows["run_id"] == run.run_id) & (rows["status"] == "ok")]
             if len(recorded):
-                return {"recorded": recorded.iloc[-1].to_dict()}
+                return recorded.iloc[-1].to_dict()
             on_start(run)
-            return self._train_local(run)
+            return self._record(run, self._train_local(run), started)
         finally:
             claim.release()
 
@@ -369,13 +371,9 @@ class SweepRunner:
         self._devices = _device_groups(self.jobs, max(run.procs for run in runs) if runs else 1)
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                futures = {}
-                for run in runs:
-                    futures[pool.submit(self._execute_local, run, on_start)] = (run, utc_now())
+                futures = [pool.submit(self._execute_local, run, on_start) for run in runs]
                 for future in as_completed(futures):
-                    run, started = futures[future]
-                    result = future.result()
-                    yield result["recorded"] if "recorded" in result else self._record(run, result, started)
+                    yield future.result()
         finally:
             if self._servers is not None:
                 self._servers.close()

@@ -49,6 +49,8 @@ class VisionTask:
     input_sizes: dict = field(default_factory=dict)  # preset -> (H, W)
     class_agnostic_metric: str | None = None  # key of the class-agnostic AP (detection), recorded beside it
     context_metric: str | None = None  # key of the context accuracy (diagnostic tasks), recorded beside it
+    chrf_metric: str | None = None  # translation's; none here
+    heldout: tuple = ()  # translation's presets tested on a held-out split; none here
     preset_options: dict = field(default_factory=dict)  # preset -> its --cfg-options (smoke, long)
     rule: str | None = None
     family: str | None = None  # diagnostic family (attnbench.config_files.DIAGNOSTIC_CONFIGS)
@@ -168,10 +170,6 @@ class TranslationTask:
     lengths: dict = field(default_factory=lambda: {"mini": 16, "small": 16, "full": 50})  # tokens per sentence
     chrf_metric: str = "translation/chrF"  # recorded beside the BLEU (value_chrf)
     heldout: tuple = ()  # presets whose config's test split is the corpus's held-out one: tested there after training
-
-    def tests_heldout(self, preset: str) -> bool:
-        """Whether a run of ``preset`` is tested on the held-out split after training (``heldout_bleu``, ``_chrf``)."""
-        return preset in self.heldout
 
     @property
     def presets(self) -> tuple[str, ...]:

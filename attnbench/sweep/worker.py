@@ -117,7 +117,7 @@ def execute(run: dict) -> tuple[dict, float]:
     from attnbench.mm.run_setup import (apply_run_protocol, closing_process_group, format_configs_once, load_config,
                                         resumable_checkpoints, setup_cpu_distributed)
 
-    from .tasks import task_of
+    from .tasks import TranslationTask, task_of
 
     task = task_of(run["task"], run["config"])
     _, world_size = distributed_world()
@@ -166,13 +166,13 @@ def execute(run: dict) -> tuple[dict, float]:
     if wandb_id:
         row["wandb_id"] = wandb_id
     for column, key in (("value_class_agnostic", task.class_agnostic_metric), ("value_context", task.context_metric),
-                        ("value_chrf", getattr(task, "chrf_metric", None))):
+                        ("value_chrf", task.chrf_metric)):
         if key:
             row[column] = float(recorder.metrics[key])
-    if getattr(task, "tests_heldout", lambda preset: False)(run["preset"]):  # the config's test split is held out
+    if run["preset"] in task.heldout:  # the config's test split is the held-out one
         metrics = runner.test()
         row |= dict(heldout_bleu=float(metrics[task.metric]), heldout_chrf=float(metrics[task.chrf_metric]))
-    if getattr(task, "chrf_metric", None):
+    if isinstance(task, TranslationTask):
         row["corpus"] = corpus_of(cfg.train_dataloader.dataset.get("data_root", ""))
     return row, recorder.train_seconds - recorder.earlier_seconds
 
