@@ -3,8 +3,10 @@ imported once) or through submitit.
 
 A run trains once, whatever sweeps touch its store: a local sweep holds the run's claim (a file lock,
 ``runs/<run id>/claim.lock``, freed by the system when its holder dies) while the run trains; another sweep
-that reaches the run meanwhile waits for the claim and then takes the recorded row instead of training it
-again (or trains it, resuming, where the first did not finish it)."""
+that reaches the run meanwhile waits for the claim and then takes the row recorded since it began instead of
+training the run again (or trains it, resuming, where the first did not finish it). Rows recorded before a
+sweep began do not stop it: a run given to ``run_all`` is one its caller wants trained (``--force``, or a
+resume after a kill)."""
 from __future__ import annotations
 
 import contextlib
@@ -176,6 +178,7 @@ class SweepRunner:
         self.commit = _git_commit()
         self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
         self._servers: ForkServers | None = None  # the local launcher's, while run_all runs
+        self._rows_before: set[tuple[str, str]] = set()  # (run id, finished_at) of the ok rows when run_all began
 
     def threads(self, run: Run) -> int:
         """CPU threads of a local run: those its config fixes (its protocol), or else the cores
@@ -225,7 +228,7 @@ class SweepRunner:
 
     def _execute_local(self, run: Run, on_start) -> dict:
         """Train ``run`` here and record its row, holding its claim throughout (a sweep that takes the claim next
-        finds the row); the row, another sweep's where it trained the run meanwhile."""
+        finds the row); the row, another sweep's where it trained the run since this sweep began."""
         started = utc_now()
         self.run_dir(run).mkdir(parents=True, exist_ok=True)
         claim = FileLock(self.run_dir(run) / "claim.lock")
@@ -235,14 +238,19 @@ class SweepRunner:
             print(f"{run.run_id}: another sweep is training it; waiting for that run", flush=True)
             claim.acquire()
         try:
-            rows = self.store.read()
-            recorded = rows[(rows["run_id"] == run.run_id) & (rows["status"] == "ok")]
-            if len(recorded):
-                return recorded.iloc[-1].to_dict()
+            recorded = [row for row in self._ok_rows(run.run_id)
+                        if (row["run_id"], row["finished_at"]) not in self._rows_before]
+            if recorded:
+                return recorded[-1]
             on_start(run)
             return self._record(run, self._train_local(run), started)
         finally:
             claim.release()
+
+    def _ok_rows(self, run_id: str | None = None) -> list[dict]:
+        rows = self.store.read()
+        rows = rows[rows["status"] == "ok"]
+        return (rows[rows["run_id"] == run_id] if run_id else rows).to_dict("records")
 
     def _train_local(self, run: Run) -> dict:
         threads, log = self.threads(run), self.run_dir(run) / "run.log"
@@ -367,6 +375,7 @@ class SweepRunner:
             return
         # forked runs on CPUs only: the imports ask CUDA for its devices (mmcv does), and a process forked
         # after that cannot use CUDA; there, each run starts a fresh interpreter
+        self._rows_before = {(row["run_id"], row["finished_at"]) for row in self._ok_rows()}
         self._servers = None if torch.cuda.is_available() else ForkServers(self._worker(), self.store.root / "runs")
         self._devices = _device_groups(self.jobs, max(run.procs for run in runs) if runs else 1)
         try:
