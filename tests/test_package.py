@@ -60,3 +60,21 @@ def test_importing_attnbench_silences_the_stacks_warnings_and_no_others():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     warned = [line for line in done.stderr.splitlines() if "Warning: " in line]
     assert len(warned) == 1 and warned[0].endswith("UserWarning: a warning of another kind"), done.stderr[-2000:]
+
+
+def test_every_export_is_itself_whatever_was_imported_before():
+    """Each name of ``attnbench.attention.__all__`` is the function or class its file defines, also after every
+    file of the package was imported (a file named as the function it defines would otherwise take its place)."""
+    code = ("import importlib, pkgutil, types, attnbench.attention as package\n"
+            "for info in pkgutil.iter_modules(package.__path__): importlib.import_module(f'attnbench.attention.{info.name}')\n"
+            "import attnbench.attention.area_attention\n"
+            "from attnbench.attention import area_attention, separable_bias_attention\n"
+            "assert callable(area_attention) and not isinstance(area_attention, types.ModuleType), area_attention\n"
+            "modules = [name for name in package.__all__ if isinstance(getattr(package, name), types.ModuleType)]\n"
+            "assert not modules, modules\n"
+            "defined = {name: getattr(package, name).__module__ for name in package.__all__\n"
+            "           if callable(getattr(package, name))}\n"
+            "assert all(module == f'attnbench.attention.{package._SOURCES[name]}' for name, module in defined.items())\n"
+            "from attnbench.attention.area_attention import Areas, count_areas  # the files' own paths still work")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
