@@ -78,3 +78,17 @@ def test_every_export_is_itself_whatever_was_imported_before():
             "from attnbench.attention.area_attention import Areas, count_areas  # the files' own paths still work")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_no_run_debris_is_committed():
+    """Stores keep their rows, plots and tables: what a run wrote (configs, logs, submitit's folders) stays in
+    the ignored ``runs/`` and ``submitit/`` folders, at any depth under results/."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=root, capture_output=True, text=True, check=True)
+    debris = [path for path in tracked.stdout.splitlines() if {"runs", "submitit"} & set(path.split("/")[:-1])]
+    assert not debris, debris[:5]
+    ignored = subprocess.run(["git", "check-ignore", "results/a/b/runs/x.log", "results/a/b/submitit/x.out"],
+                             cwd=root, capture_output=True, text=True)
+    assert len(ignored.stdout.splitlines()) == 2

@@ -1,1 +1,0 @@
-/work/main/results/distributed/two-ranks-slurm/submitit/9_submission.sh
