@@ -95,3 +95,57 @@ def test_the_fresh_clone_check_runs_the_quick_start_and_ci_its_test_command():
     assert len(listed) == 2 and "tools/sweep.py" in listed[0] and "-m pytest" in listed[1]
     ci = (ROOT / ".ci/run").read_text().strip().splitlines()[-1]
     assert ci == listed[1].split("#")[0].strip()
+
+
+def prose_lines(markdown: str) -> list[tuple[int, str]]:
+    """(line number, line) of a page's lines outside fenced code blocks (the fences themselves left out)."""
+    found, in_code = [], False
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code:
+            found.append((number, line))
+    return found
+
+
+README_MAX_LINES = 150
+README_MAX_WIDTH = 120
+
+
+def test_readme_is_short_and_reads_in_raw_markdown():
+    """The README stays a short read: at most 150 lines, and no line outside a code block wider than 120
+    characters (a wide table belongs in docs/, split or wrapped)."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= README_MAX_LINES, f"README.md has {len(text.splitlines())} lines"
+    wide = [f"line {number}: {len(line)} characters" for number, line in prose_lines(text)
+            if len(line) > README_MAX_WIDTH]
+    assert not wide, f"README.md lines over {README_MAX_WIDTH} characters outside code blocks: {wide}"
+
+
+def test_prose_lines_leave_out_code_blocks():
+    text = "a\n```bash\n" + "x" * 200 + "\n```\nb\n"
+    assert prose_lines(text) == [(1, "a"), (5, "b")]
+
+
+#: The README's jargon: each has an entry in docs/glossary.md (a heading or a **bold** term there).
+README_JARGON = (
+    "E1", "E2", "E3", "E4", "factor string", "row", "run", "seed", "mechanism", "gate", "gates open", "protocol",
+    "slot", "preset", "mini preset", "small preset", "the survey", "generated scenes", "synthetic corpus",
+    "held-out packages", "results store", "store", "paired", "claim", "contrast", "family", "Holm", "verdict",
+    "registered", "registration", "lead", "would detect", "bbox mAP", "mIoU", "BLEU", "chrF", "copy score",
+    "below copying", "context accuracy", "learnt", "MACs", "GMACs", "published AP",
+)
+
+
+def glossary_terms(markdown: str) -> set[str]:
+    """The terms a glossary defines: its headings and its **bold** words, lowercased."""
+    bold = re.findall(r"\*\*([^*]+)\*\*", markdown)
+    return {term.strip().lower() for term in [*bold, *(heading for _, heading in
+                                                         re.findall(r"^(#{1,6}) (.+)$", markdown, re.MULTILINE))]}
+
+
+def test_the_glossary_defines_the_readmes_jargon():
+    terms = glossary_terms((ROOT / "docs" / "glossary.md").read_text())
+    missing = [word for word in README_JARGON if word.lower() not in terms and f"{word.lower()}s" not in terms]
+    assert not missing, f"docs/glossary.md has no entry (a heading or a **bold** term) for {missing}"
+    assert "docs/glossary.md" in (ROOT / "README.md").read_text(), "the README links to its glossary"

@@ -97,6 +97,11 @@ def trade_off() -> str:
             f"(`{best}`) for {saved:.1f} fewer GMACs")
 
 
+def full_scale_baseline() -> str:
+    """The detector baseline's published AP and its GMACs counted at full scale, beside the trade-off."""
+    return f"(baseline {PUBLISHED[('det', 'baseline')][0]:.1f} AP, {full_scale_gmacs('baseline'):.1f} GMACs)"
+
+
 #: Numbers as the prose spells them.
 WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
 
@@ -110,6 +115,37 @@ def effect(name: str, task: str, term: str, slot: str = "", seeds: range | None 
     """One term's main effect (``compare.py --effects``) on a task (and slot)."""
     effects = factor_effects(runs_of(name, task, seeds))
     return effects[(effects["term"] == term) & (effects["slot"].fillna("") == slot)].iloc[0]
+
+
+def image_claims_context() -> str:
+    """The image claims' family on each task (the contrasts Holm adjusts over, as many on both) and the baselines'
+    means, at the claims re-run's registered seeds (results/claims, 110-119)."""
+    sizes = {len(all_claims_table(runs_of("claims", task, range(110, 120)))) for task in ("det", "seg")}
+    assert len(sizes) == 1
+    det, seg = (successful_runs(runs_of("claims", task, range(110, 120))).query("variant == 'baseline'")["value"].mean()
+                for task in ("det", "seg"))
+    return f"Holm over each task's {WORDS[sizes.pop()]} contrasts; baselines {det:.3f} bbox mAP and {seg:.1f} mIoU)"
+
+
+def image_leads() -> str:
+    """The two image leads' seeds (figure4-det: rows against each other, no baseline run; e4-seg: its baseline's
+    mean at its seeds)."""
+    figure4 = runs_of("figure4-det", "det", parse_seeds(FIGURE4_DET_SEEDS))
+    assert "baseline" not in set(figure4["variant"])
+    e4 = successful_runs(runs_of("e4-seg", "seg", list(E4_SEG_SEEDS)))
+    return (f"`results/figure4-det/`, {len(parse_seeds(FIGURE4_DET_SEEDS))} seeds) and E4 lowering the mini "
+            f"DeepLabV3's mIoU (`results/e4-seg/`, {len(E4_SEG_SEEDS)} seeds, baseline "
+            f"{e4.loc[e4['variant'] == 'baseline', 'value'].mean():.1f} mIoU)")
+
+
+def flag_learnt_and_baseline() -> tuple[str, str]:
+    """What counts as learnt, and the baseline's pooled count on ``flag``, the same on the detector and the FCN
+    segmentor."""
+    from attnbench.sweep.stats import LEARNT_THRESHOLD
+
+    det, fcn = pooled("det-flag", "baseline"), pooled("fcn-flag", "baseline")
+    assert det == fcn
+    return (f"context accuracy reaches {LEARNT_THRESHOLD:g}", f"the baseline at {det[0]} of {det[1]} on each")
 
 
 def translation_runs(task: str) -> pd.DataFrame:
@@ -183,6 +219,15 @@ def l10n_below_copy() -> str:
             f"{decoder.max():.1f}), and so does T1's `0111` ({means[('enc-dec', '0111')]:.2f})")
 
 
+def small_copy() -> str:
+    """What copying the source scores on the committed corpus's validation and held-out splits (BLEU), beside the
+    small preset's baseline."""
+    from attnbench.sweep.curves import copy_scores
+
+    valid, heldout = (copy_scores(committed_corpus(), split)["BLEU"] for split in ("valid", "heldout"))
+    return f"(copying: {valid:.1f} and {heldout:.1f};"
+
+
 @cache
 def small_pilot() -> pd.DataFrame:
     """The small preset's pilot: the baseline's runs at its seeds (results/l10n-small), every one ok."""
@@ -230,11 +275,6 @@ def l10n_t3_decoder_rows() -> str:
     return (f"| T1 | reproduced: `1111 - 0111` {t1['mean']:+.2f} BLEU, Holm p {t1['p_holm']:.3f} (`0111` at "
             f"{means[('enc-dec', '0111')]:.2f} is below copying) |", f"the decoder contrast compares two rows below "
             f"copying ({means[('dec-self', 'deformable')]:.2f} and {means[('dec-self', '0100')]:.2f})")
-
-
-def small_pilot_mean() -> str:
-    runs = small_pilot()
-    return f"the `small` preset's baseline translates ({runs['value'].mean():.1f} BLEU)"
 
 
 def synthetic_copy_and_baseline() -> str:
@@ -460,8 +500,11 @@ def e4_seg_verdict() -> str:
 
 #: The phrases each page states, by the function that writes them from the stores.
 FACTS = {
-    "README.md": [det_flag, claims_detect, trade_off, translation_family, survey_modules, l10n_run_time, figure4_det,
-                  e4_seg, small_pilot_scores, small_pilot_mean, l10n_below_copy, synthetic_copy_and_baseline,
+    "README.md": [det_flag, claims_detect, trade_off, full_scale_baseline, translation_family, survey_modules,
+                  l10n_run_time, image_claims_context, image_leads, lambda: flag_learnt_and_baseline()[0],
+                  lambda: flag_learnt_and_baseline()[1], small_pilot_scores, small_copy, l10n_below_copy,
+                  lambda: translation_t1("nmt-l10n"), lambda: translation_t1("nmt"),
+                  lambda: l10n_t3_decoder_rows()[1], synthetic_copy_and_baseline,
                   lambda: fresh_clone(0), lambda: fresh_clone(1), lambda: fresh_clone(2)],
     "docs/study.md": [claims_detect, trade_off, lambda: translation_t1("nmt"), lambda: translation_t1("nmt-l10n"),
                       translation_detects, l10n_enc_dec_rows, l10n_row_range, l10n_tradeoff_effects,
