@@ -67,6 +67,10 @@ RULES = [
     Rule(r"tools/learning_curves\.py", "as_typed"),  # reads the committed curves (the corpus: unpacked by a sweep above)
     Rule(r"tools/study\.sh", "skip", "the study: CPU-hours of the sweeps run above"),
     Rule(r"flops_table\.py", "skip", "26 CPU-minutes at full scale; its counting path is the sweep's dry run above"),
+    Rule(r"cost_card\.py .*--device cuda", "skip", "needs a CUDA GPU: tools/gpu_check.sh runs it where one is lent"),
+    Rule(r"cost_card\.py .*--mechanisms", "as_typed"),  # three rows on the mini shapes: seconds
+    Rule(r"cost_card\.py", "skip", "the whole card: minutes (mini) to CPU-hours (full) of timing; the mini card is "
+         "committed in results/cost-card/mini-cpu/, and tests/test_cost_card.py runs the tool on tiny maps"),
     Rule(r"wandb sync", "skip", "uploads to W&B's servers (no network here)"),
     Rule(r"tools/gates\.py", "skip", "reads the runs' checkpoints, which are not committed; tests/test_gates_tool.py covers it"),
     Rule(r"benchmark_translation_data\.py", "skip", "CPU-minutes at 1 M pairs; tests/test_token_store.py covers the store"),

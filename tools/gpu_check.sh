@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with a CUDA GPU: under 8 minutes, one results folder to commit.
+# The GPU check, for a machine with a CUDA GPU: under 10 minutes, one results folder to commit.
 #
 #   bash tools/gpu_check.sh                  # -> results/gpu-<device>/ (e.g. results/gpu-h200/)
 #   OUT=results/gpu-a100-run2 bash tools/gpu_check.sh
@@ -11,8 +11,11 @@
 #    the baseline, 1111 and 0010+deformable, and mmcv's 1111, time and peak memory
 #    (tools/benchmark_training_step.py; without mmcv's CUDA ops the detector rows fall back to the
 #    backbone and neck, and the table says so);
-# 3. env.txt: the GPU, driver, torch, mmcv and the commit.
-# Each step has a time limit, so the whole stays under 8 minutes; a step cut short leaves what it wrote.
+# 3. cost-card/: the cost card of every mechanism at the full-scale stage shapes (conv3 to conv5 of an
+#    800x1333 image and of a 512x1024 crop) and its growth on square maps, fp32 forward and backward, time
+#    and peak memory (tools/cost_card.py; cut short, its card.csv keeps the rows done);
+# 4. env.txt: the GPU, driver, torch, mmcv and the commit.
+# Each step has a time limit, so the whole stays under 10 minutes; a step cut short leaves what it wrote.
 # Without a CUDA GPU it says so, writes nothing and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,4 +52,5 @@ for precision in fp32 fp16; do
 done
 step 240 "training step" "$PYTHON" tools/benchmark_training_step.py --device cuda --models det \
     --variants 1111,0010+deformable --mmcv-variants 1111 --precisions fp32 --out "$OUT/training_step.md"
+step 120 "cost card" "$PYTHON" tools/cost_card.py --device cuda --shapes full --repeats 5 --out "$OUT/cost-card"
 echo "gpu_check: results in $OUT (commit them with the note of what ran)"
