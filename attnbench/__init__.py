@@ -7,6 +7,8 @@ does not import OpenMMLab.
 import re
 import warnings
 
+from . import _moved
+
 #: What the pinned stack warns of on every use and no user of attnbench can act on, silenced here, before any entry
 #: point imports the stack: mmengine 0.10.7 and mmcv 2.1.0 import the deprecated pkg_resources (tools/setup.sh pins a
 #: setuptools that has it); mmseg's heads call its own deprecated ``build_loss``; mmseg's published configs, and ours
@@ -22,5 +24,6 @@ def silence_stack_warnings() -> None:
 
 
 silence_stack_warnings()
+_moved.install()
 
 __version__ = "0.1.0"

@@ -33,6 +33,7 @@ import contextlib
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -481,9 +482,9 @@ def environment(options: Options) -> dict:
 
 def _cpu_name() -> str:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+        if found:
+            return found.group(1).strip()
     except OSError:
         pass
     return platform.processor() or platform.machine()

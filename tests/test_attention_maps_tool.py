@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnbench.mm.attention_figures import chosen, nmt_slot, stage
+from attnbench.analysis.attention_figures import chosen, nmt_slot, stage
 from attnbench.mm.attention_mass import MASS_KEYS
 from attnbench.sweep.plan import build_plan
 from attnbench.sweep.runs import find_run, retrain_command

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnbench.sweep.claims import CLAIM_STATEMENTS, CLAIMS, Contrast, claim_rows, claim_verdicts, claims_table
-from attnbench.sweep.stats import min_detectable_effect
+from attnbench.analysis.claims import CLAIM_STATEMENTS, CLAIMS, Contrast, claim_rows, claim_verdicts, claims_table
+from attnbench.analysis.stats import min_detectable_effect
 from test_paired_stats import compare, refused, rows_of, run, store_frame
 
 SEEDS = 6
@@ -157,7 +157,7 @@ def test_compare_prints_the_claims_with_the_family(tmp_path, capsys):
 
 
 def test_translation_claims_are_tested_in_their_slots_with_holm_over_the_task():
-    from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table
+    from attnbench.analysis.claims import TRANSLATION_CLAIMS, all_claims_table
 
     rows = rows_of("baseline", BASE, task="nmt-l10n")
     gains = {"enc-dec": {"1111": 0.2, "0111": 0.0}, "enc-self": {"0111": 0.05, "1011": 0.0, "1101": 0.05, "1110": 0.05}}
@@ -185,7 +185,7 @@ def test_the_registered_leads_are_families_of_their_own(tmp_path, capsys):
     """``--claims e4-seg``: E4's lead as one contrast over the sixteen factor sets (8 times the main effect,
     negated), tested alone; ``--claims figure4-det``: E2 in each window against the matching kernel; the
     study's family does not see either."""
-    from attnbench.sweep.claims import E4_SEG, FIGURE4_DET
+    from attnbench.analysis.claims import E4_SEG, FIGURE4_DET
     from attnbench.sweep.store import ResultsStore
     from attnbench.sweep.tasks import TASKS
 

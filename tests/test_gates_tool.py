@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnbench.attention import GeneralizedAttention, SqueezeExcite
-from attnbench.mm import gates
+from attnbench.analysis import gates
 from attnbench.sweep.store import COLUMNS
 from reference import sgd_without_gradient
 

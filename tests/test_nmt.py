@@ -379,7 +379,7 @@ def test_a_learning_curve_records_each_validation_with_its_training_minutes(tmp_
     assert [p["iter"] for p in points] == [2, 4]
     assert 0 < points[0]["train_minutes"] < points[1]["train_minutes"] and all(p["val_minutes"] > 0 for p in points)
     assert all(0 <= p["translation/BLEU"] <= 100 and 0 <= p["translation/chrF"] <= 100 for p in points)
-    from attnbench.sweep.curves import curve_table, read_curves
+    from attnbench.analysis.curves import curve_table, read_curves
 
     table = curve_table(read_curves(tmp_path))
     assert table.loc[0, "width"] == 16 and table.loc[0, "vocab"] == 100 and table.loc[0, "curve"] == "work"

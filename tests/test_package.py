@@ -1,8 +1,11 @@
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import attnbench
 
 
 def test_core_does_not_import_openmmlab():
@@ -14,8 +17,8 @@ def test_core_does_not_import_openmmlab():
 
 
 @pytest.mark.parametrize("code", [
-    "import attnbench.variants, attnbench.sweep.report, attnbench.sweep.summary, attnbench.sweep.effects, "
-    "attnbench.sweep.claims, attnbench.sweep.studies, attnbench.sweep.published",
+    "import attnbench.variants, attnbench.analysis.report, attnbench.analysis.summary, attnbench.analysis.effects, "
+    "attnbench.analysis.claims, attnbench.analysis.studies, attnbench.analysis.published",
     "import runpy; sys.argv = ['compare.py', '--help']\ntry: runpy.run_path('tools/compare.py', run_name='__main__')\n"
     "except SystemExit: pass",
 ])
@@ -92,3 +95,54 @@ def test_no_run_debris_is_committed():
     ignored = subprocess.run(["git", "check-ignore", "results/a/b/runs/x.log", "results/a/b/submitit/x.out"],
                              cwd=root, capture_output=True, text=True)
     assert len(ignored.stdout.splitlines()) == 2
+
+
+#: The package's floors, lowest first: a module imports its own floor and those below, never one above.
+FLOORS = {"attention": 0, "variants": 1, "flops": 1, "config_files": 1, "data": 1, "models": 1, "mm": 2, "sweep": 3,
+          "analysis": 4, "commands": 5}
+
+
+def _floor(module: str) -> int | None:
+    parts = module.split(".")
+    return FLOORS.get(parts[1]) if parts[0] == "attnbench" and len(parts) > 1 else None
+
+
+def upward_imports(package: Path) -> list[str]:
+    """Each ``module -> imported`` of ``package``'s files (attnbench's layout) that points up a floor."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+        own, here = _floor(name), name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(here.split(".")[:len(here.split(".")) + 1 - node.level]) if node.level else ""
+                module = ".".join(filter(None, (base, node.module)))
+                imported = [f"{module}.{alias.name}" for alias in node.names] if module == "attnbench" else [module]
+            else:
+                continue
+            found += [f"{name} -> {target}" for target in imported
+                      if own is not None and (_floor(target) or 0) > own]
+    return found
+
+
+def test_no_import_points_up_a_floor(tmp_path):
+    """attention < variants, flops, data, models < mm (OpenMMLab adapters) < sweep (plan, launch, run, store)
+    < analysis < commands; and the check itself finds an import that points up."""
+    package = Path(attnbench.__file__).parent
+    assert upward_imports(package) == []
+    fake = tmp_path / "attnbench"
+    (fake / "mm").mkdir(parents=True)
+    (fake / "mm" / "hooks.py").write_text("from ..analysis import stats\nfrom attnbench.sweep.store import X\n")
+    assert upward_imports(fake) == ["attnbench.mm.hooks -> attnbench.analysis", "attnbench.mm.hooks -> attnbench.sweep.store"]
+
+
+def test_a_moved_module_still_imports_from_its_old_path_and_warns():
+    code = ("import warnings\nwarnings.simplefilter('error', DeprecationWarning)\nimport attnbench.analysis.stats as new\n"
+            "try:\n    import attnbench.sweep.stats\nexcept DeprecationWarning as warning:\n    print(warning)\n"
+            "warnings.simplefilter('ignore', DeprecationWarning)\nimport attnbench.sweep.stats as old\n"
+            "from attnbench.sweep.summary import comparison_table\nassert old is new, old")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "attnbench.sweep.stats moved to attnbench.analysis.stats; the old path goes in attnbench 0.2"

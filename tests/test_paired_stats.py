@@ -11,13 +11,12 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.effects import factor_effects, power_table
-from attnbench.sweep.summary import comparison_table, pairing_notes, summarize
-from attnbench.sweep.stats import min_detectable_effect, paired_power, seeds_needed
+from attnbench.analysis.effects import factor_effects, power_table
+from attnbench.analysis.summary import comparison_table, pairing_notes, summarize
+from attnbench.analysis.stats import min_detectable_effect, paired_power, seeds_needed
 from attnbench.sweep.store import COLUMNS, ResultsStore
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import compare  # noqa: E402  tools/compare.py
+from attnbench.commands import compare  # tools/compare.py's command
 
 PROTOCOL = dict(threads=2, device="cpu", torch_version="2.14.1", mmcv_version="2.1.0")
 BASELINE = [0.337, 0.312, 0.311]  # detection over seeds 0, 1, 2

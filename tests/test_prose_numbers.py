@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from attnbench.sweep.claims import TRANSLATION_CLAIMS, all_claims_table, claim_rows
-from attnbench.sweep.effects import factor_effects, power_table
+from attnbench.analysis.claims import TRANSLATION_CLAIMS, all_claims_table, claim_rows
+from attnbench.analysis.effects import factor_effects, power_table
 from attnbench.sweep.plan import parse_seeds
-from attnbench.sweep.plots import select_rows
-from attnbench.sweep.published import PUBLISHED
+from attnbench.analysis.plots import select_rows
+from attnbench.analysis.published import PUBLISHED
 from attnbench.sweep.store import read_store_or_exit
-from attnbench.sweep.studies import E4_SEG_SEEDS, FIGURE4_DET_SEEDS
-from attnbench.sweep.summary import successful_runs, summarize
+from attnbench.analysis.studies import E4_SEG_SEEDS, FIGURE4_DET_SEEDS
+from attnbench.analysis.summary import successful_runs, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,7 +141,7 @@ def image_leads() -> str:
 def flag_learnt_and_baseline() -> tuple[str, str]:
     """What counts as learnt, and the baseline's pooled count on ``flag``, the same on the detector and the FCN
     segmentor."""
-    from attnbench.sweep.stats import LEARNT_THRESHOLD
+    from attnbench.analysis.stats import LEARNT_THRESHOLD
 
     det, fcn = pooled("det-flag", "baseline"), pooled("fcn-flag", "baseline")
     assert det == fcn
@@ -205,7 +205,7 @@ def l10n_below_copy() -> str:
     """The mini preset's real-language rows of the claims against copying the source (validation BLEU): the
     baseline's mean, the copy score, and which claim rows score below it (every decoder self-attention row,
     T1's ``0111``), at the registered seeds."""
-    from attnbench.sweep.curves import copy_scores
+    from attnbench.analysis.curves import copy_scores
 
     copy = copy_scores(committed_corpus(), "valid")["BLEU"]
     runs = successful_runs(translation_runs("nmt-l10n")).assign(slot=lambda f: f["slot"].fillna(""))
@@ -222,7 +222,7 @@ def l10n_below_copy() -> str:
 def small_copy() -> str:
     """What copying the source scores on the committed corpus's validation and held-out splits (BLEU), beside the
     small preset's baseline."""
-    from attnbench.sweep.curves import copy_scores
+    from attnbench.analysis.curves import copy_scores
 
     valid, heldout = (copy_scores(committed_corpus(), split)["BLEU"] for split in ("valid", "heldout"))
     return f"(copying: {valid:.1f} and {heldout:.1f};"
@@ -231,7 +231,7 @@ def small_copy() -> str:
 @cache
 def small_pilot() -> pd.DataFrame:
     """The small preset's pilot: the baseline's runs at its seeds (results/l10n-small), every one ok."""
-    from attnbench.sweep.studies import L10N_SMALL_PILOT_SEEDS
+    from attnbench.analysis.studies import L10N_SMALL_PILOT_SEEDS
 
     runs = runs_of("l10n-small", "nmt-l10n", parse_seeds(L10N_SMALL_PILOT_SEEDS))
     runs = runs[(runs["variant"] == "baseline") & (runs["preset"] == "small")]
@@ -255,7 +255,7 @@ def small_run_time() -> str:
 def small_registration_power() -> str:
     """The small preset's registration: the pilot's baseline spread and what paired seeds then detect, a contrast's
     spread taken as sqrt(2) times the baseline's (the mini preset's registration did the same)."""
-    from attnbench.sweep.stats import min_detectable_effect
+    from attnbench.analysis.stats import min_detectable_effect
 
     sd = small_pilot()["value"].std()
     first = {n: min_detectable_effect(sd * 2 ** 0.5, n, 0.05 / 3, 0.8) for n in (3, 4, 6)}
@@ -263,7 +263,7 @@ def small_registration_power() -> str:
     return (f"{sd:.2f} BLEU over its three seeds; a two-row contrast of independent rows has about sqrt(2) times "
             f"that, and then three paired seeds would detect {first[3]:.2f} BLEU at 0.05 / 3 with 80 % power, four "
             f"{first[4]:.2f} and six {first[6]:.2f} (and {rest:.2f} at 0.05 / 8 for the second family; `python -c "
-            f"\"from attnbench.sweep.stats import min_detectable_effect as m; print(m({sd:.4f} * 2 ** 0.5, 6, 0.05 / 3, "
+            f"\"from attnbench.analysis.stats import min_detectable_effect as m; print(m({sd:.4f} * 2 ** 0.5, 6, 0.05 / 3, "
             f"0.8))\"`).")
 
 
@@ -282,7 +282,7 @@ def synthetic_copy_and_baseline() -> str:
     import tempfile
 
     from attnbench.data.mini_corpus import ensure_mini_corpus
-    from attnbench.sweep.curves import copy_scores
+    from attnbench.analysis.curves import copy_scores
 
     root = Path(tempfile.mkdtemp(prefix="mini-corpus-"))
     ensure_mini_corpus(str(root))
@@ -374,7 +374,7 @@ def closed_gate_power() -> str:
 
 def flag_start() -> str:
     """The start of the FCN segmentor's flag runs against the rule learnt (results/flag-start)."""
-    from attnbench.mm.gates import start_against_learnt
+    from attnbench.analysis.gates import start_against_learnt
 
     finals = pd.concat([runs_of("protocol", "fcn-flag"), runs_of("claims", "fcn-flag")])
     _, table = start_against_learnt(finals, store("flag-start"))
@@ -437,7 +437,7 @@ def committed_corpus() -> Path:
 
 def copy_scores_text() -> str:
     """What copying the source scores on each split of the committed corpus (BLEU and chrF, sacreBLEU)."""
-    from attnbench.sweep.curves import copy_scores
+    from attnbench.analysis.curves import copy_scores
 
     score = {split: copy_scores(committed_corpus(), split) for split in ("valid", "test", "heldout")}
     return (f"{score['valid']['BLEU']:.1f} BLEU (chrF {score['valid']['chrF']:.1f}) on validation, "
@@ -455,7 +455,7 @@ def heldout_counts() -> str:
 
 def learning_curves() -> str:
     """The table of results/l10n-curves (tools/learning_curves.py), as translation.md shows it (spaces collapsed)."""
-    from attnbench.sweep.curves import curve_table, read_curves
+    from attnbench.analysis.curves import curve_table, read_curves
 
     return re.sub(r"\s+", " ", curve_table(read_curves(ROOT / "results/l10n-curves")).to_markdown(index=False))
 

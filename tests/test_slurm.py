@@ -85,6 +85,11 @@ def test_an_interrupted_job_resumes_from_its_checkpoint_and_its_row_lands_once(c
     submitted = sweep(cluster, tmp_path, *LONG_NMT)
     assert submitted.returncode == 0 and "submitted" in submitted.stdout, submitted.stdout + submitted.stderr
     job, run_dir = job_of(tmp_path)
+    twice = sweep(cluster, tmp_path, *LONG_NMT)  # the same sweep while the job waits or runs: no second job
+    assert twice.returncode == 0, twice.stdout + twice.stderr
+    assert f"queued by an earlier sweep {run_dir.name}: job {job}" in twice.stdout, twice.stdout
+    assert "submitted 0 runs" in twice.stdout and f"1 already queued by an earlier sweep" in twice.stdout
+    assert f"squeue -j {job}" in twice.stdout and job_of(tmp_path)[0] == job  # one submission in submitit/
     wait_until(lambda: (run_dir / "last_checkpoint").exists(), 300, "the run's first checkpoint")
     if interrupt == "requeue":  # what preemption does: the job goes back to the queue and starts again
         subprocess.run(["scontrol", "requeue", job], env=cluster, check=True)

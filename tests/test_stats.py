@@ -1,4 +1,4 @@
-"""The statistics of attnbench.sweep.stats, against scipy and against their definitions, on planted stores."""
+"""The statistics of attnbench.analysis.stats, against scipy and against their definitions, on planted stores."""
 import io
 import itertools
 import math
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from attnbench.sweep.summary import comparison_table, summarize
-from attnbench.sweep.stats import LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, wilcoxon_p
+from attnbench.analysis.summary import comparison_table, summarize
+from attnbench.analysis.stats import LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, wilcoxon_p
 from test_paired_stats import ALL_ON, BASELINE, compare, rows_of, run, store_frame
 
 DIFFERENCES = [0.5, 0.25, -0.125, 0.0625, 0.1875, 0.3125]  # no ties, no zeros: scipy's exact distribution

@@ -1,4 +1,4 @@
-"""The study as data (attnbench.sweep.studies): every part plans, the finished parts plan exactly the runs their
+"""The study as data (attnbench.analysis.studies): every part plans, the finished parts plan exactly the runs their
 committed stores hold, and `tools/sweep.py --study` runs parts with the flags given."""
 import re
 import subprocess
@@ -9,12 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnbench.sweep.studies import COMMON, DEFAULT_PARTS, parts_of, study_parts, with_flags
-from attnbench.sweep.summary import progress
+from attnbench.analysis.studies import COMMON, DEFAULT_PARTS, parts_of, study_parts, with_flags
+from attnbench.analysis.summary import progress
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import sweep  # noqa: E402  (tools/sweep.py)
+from attnbench.commands import study, sweep  # tools/sweep.py's commands
 
 #: Parts whose runs all finished: their stores hold every run they plan, under the same run ids (the
 #: run id hashes the run's config, so a change to a row's config or seeds would show here). Not
@@ -161,12 +160,12 @@ def test_flags_are_taken_by_their_full_names_only(capsys):
 
 
 def test_a_report_that_fails_names_its_part_leaves_no_file_and_the_next_report_runs(tmp_path, capsys):
-    from attnbench.sweep.studies import Report
+    from attnbench.analysis.studies import Report
 
     refused = Report("compare", ("--results", "{results}", "--rows", "nope"), "{results}/refused.md")
     written = Report("compare", ("--results", "{results}", "--format", "csv"), "{results}/written.csv")
     (tmp_path / "results.csv").write_bytes((ROOT / "results/claims/results.csv").read_bytes())
-    assert [sweep.run_report(report, str(tmp_path)) for report in (refused, written)] == [False, True]
+    assert [study.run_report(report, str(tmp_path)) for report in (refused, written)] == [False, True]
     assert not (tmp_path / "refused.md").exists() and (tmp_path / "written.csv").stat().st_size > 0
     assert "sweep.py: report failed: tools/compare.py --results" in capsys.readouterr().err
 

@@ -17,16 +17,15 @@ from attnbench.config_files import vision_config_path
 from attnbench.mm.run_setup import cpu_model
 from attnbench.sweep.launch import SweepRunner, snapshot_code
 from attnbench.sweep.plan import Run, build_plan, parse_seeds, seed_list
-from attnbench.sweep.effects import factor_effects
-from attnbench.sweep.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind, select_rows
-from attnbench.sweep.summary import comparison_table, cost_table, summarize
+from attnbench.analysis.effects import factor_effects
+from attnbench.analysis.plots import pareto_front, plot_panels, plot_tradeoffs, row_kind, select_rows
+from attnbench.analysis.summary import comparison_table, cost_table, summarize
 from attnbench.sweep.store import ResultsStore
 from attnbench.sweep.tasks import TASKS
 from wandb_log import config_and_summary
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import sweep as sweep_tool  # noqa: E402  (tools/sweep.py; `sweep` is this file's fixture)
+from attnbench.commands import sweep as sweep_tool  # tools/sweep.py's command (`sweep` is a fixture here)
 
 
 def _record(args):
@@ -360,7 +359,7 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
     """Beside each row's mean ± std, one dot per run at the row's cost: all-or-nothing outcomes show as clusters."""
     import matplotlib.collections
 
-    from attnbench.sweep import plots
+    from attnbench.analysis import plots
 
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
@@ -379,7 +378,7 @@ def test_plot_draws_each_seed_as_a_dot(monkeypatch):
 
 
 def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
-    from attnbench.sweep import plots
+    from attnbench.analysis import plots
 
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
@@ -398,7 +397,7 @@ def test_plot_titles_say_how_far_the_gates_ended_open(monkeypatch):
 
 
 def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the_spare_cell(monkeypatch):
-    from attnbench.sweep import plots
+    from attnbench.analysis import plots
 
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
@@ -426,7 +425,7 @@ def test_single_seed_panels_draw_no_frontier_and_say_so_and_the_legend_fills_the
 
 
 def test_each_panel_counts_macs_in_the_unit_that_puts_its_largest_at_one_or_more(monkeypatch):
-    from attnbench.sweep import plots
+    from attnbench.analysis import plots
 
     assert plots.mac_unit([4.48e6, 4.8e6]) == (1e6, "M") and plots.mac_unit([0.0, 2e9]) == (1e9, "G")
     assert plots.mac_unit([0.0]) == (1e9, "G") and plots.mac_unit([512.0]) == (1.0, "")
@@ -448,7 +447,7 @@ def test_labels_land_in_the_same_places_on_a_slow_machine(monkeypatch):
 
     import adjustText
 
-    from attnbench.sweep import plots
+    from attnbench.analysis import plots
 
     figures = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, stem: figures.append(fig) or [])
@@ -469,7 +468,7 @@ def test_a_figure_saved_twice_writes_the_same_bytes(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attnbench.sweep.plots import save_figure
+    from attnbench.analysis.plots import save_figure
 
     written = []
     for name in ("a", "b"):
@@ -950,3 +949,58 @@ def test_two_sweeps_on_one_store_train_each_run_once(tmp_path):
     for run_dir in (p for p in (tmp_path / "results" / "runs").iterdir() if p.is_dir()):  # beside fork-server logs
         trainings = [p for p in run_dir.iterdir() if p.is_dir() and (p / "vis_data").is_dir()]
         assert len(trainings) == 1, f"{run_dir.name} trained {len(trainings)} times"
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (from /proc)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found.update(children)
+        todo += children
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_a_sweep_killed_mid_run_ends_its_workers_and_the_next_sweep_takes_the_run_up(tmp_path, procs):
+    """SIGKILL to a sweep while its run trains (in a forked worker, or under torchrun on two ranks): the run's
+    processes end with it (none left training beside the next sweep), its claim is free, and the same command
+    trains the run, resuming, and records it once."""
+    command = [sys.executable, str(ROOT / "tools/sweep.py"), "--tasks", "nmt", "--slot", "enc-dec", "--factors", "0010",
+               "--no-baseline", "--preset", "smoke", "--procs-per-run", procs, "--cfg-options",
+               "train_cfg.max_iters=120", "train_cfg.val_interval=120", "default_hooks.checkpoint.interval=10",
+               "--results", str(tmp_path), "--no-wandb", "--no-plot", "--no-snapshot"]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.time() + 600
+    while not list(tmp_path.glob("runs/*/last_checkpoint")):  # training, past its first checkpoint
+        assert first.poll() is None and time.time() < deadline, "the first sweep ended or never checkpointed"
+        time.sleep(0.5)
+    workers = descendants(first.pid)
+    assert workers
+    first.kill()
+    first.wait()
+    deadline = time.time() + 30
+    while any(alive(pid) for pid in workers):
+        assert time.time() < deadline, f"processes of the killed sweep still run: {workers}"
+        time.sleep(0.2)
+    second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert second.returncode == 0, second.stdout + second.stderr
+    rows = ResultsStore(tmp_path).read()
+    assert len(rows) == 1 and rows.loc[0, "status"] == "ok" and rows.loc[0, "train_iters"] == 120
+    logs = "".join(p.read_text() for p in tmp_path.glob("runs/*/*/*.log"))
+    assert "resumed" in logs.lower()

@@ -100,7 +100,7 @@ def test_variant_strings_are_split_in_one_place():
 def test_window_sizes_and_the_figure4_plot(tmp_path):
     import pandas as pd
 
-    from attnbench.sweep.plots import plot_windows, window_size
+    from attnbench.analysis.plots import plot_windows, window_size
 
     assert window_size("dynamic:kernel=7", "enc-self") == 7
     assert window_size("0100:range=3", "enc-self") == 7 and window_size("0100:range=6", "dec-self") == 7

@@ -28,7 +28,7 @@ over the validation set (--images N: its first N images), validated as the run's
 mass_context .. mass_context_chance (AttentionMassHook's ContextMass, the same code). --mass-csv PATH
 writes the table as CSV too.
 
-attnbench.mm.attention_figures draws the figures and measures the table. Figures are written as PNG
+attnbench.analysis.attention_figures draws the figures and measures the table. Figures are written as PNG
 and SVG under --out (default RESULTS/maps/<run id>/). A run whose checkpoint is not kept (the committed
 stores keep none) is named with the command that trains it again: runs reproduce by seed.
 """
@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 import attnbench.mm  # noqa: F401  registers attnbench's types (and quiets mmengine's import warnings)
-from attnbench.mm.attention_figures import mass_table, nmt_figures, vision_figures
+from attnbench.analysis.attention_figures import mass_table, nmt_figures, vision_figures
 from attnbench.sweep.runs import dumped_config, find_run, last_checkpoint, retrain_command
 from attnbench.sweep.store import read_store_or_exit
 from attnbench.sweep.tasks import TASKS

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from attnbench.sweep.curves import copy_scores, curve_table, plot_curves, read_curves
+from attnbench.analysis.curves import copy_scores, curve_table, plot_curves, read_curves
 
 
 def main(argv: list[str] | None = None) -> None:

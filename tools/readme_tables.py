@@ -22,7 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
-import compare as compare_py  # tools/compare.py, next to this script
+from attnbench.commands import compare as compare_py
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(<!-- compare\.py (?P<args>[^\n]*?) -->\n)(?P<table>.*?)(<!-- end compare\.py -->)", re.S)

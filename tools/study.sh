@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU-scale study, part by part: a wrapper over `tools/sweep.py --study` (the parts, their rows, seeds and
-# stores are data in attnbench/sweep/studies.py; `tools/sweep.py --study list` describes them).
+# stores are data in attnbench/analysis/studies.py; `tools/sweep.py --study list` describes them).
 #
 #   bash tools/study.sh                      # the first study: det seg nmt fig4-nmt fig4-det scores flops report
 #   bash tools/study.sh claims-det claims-report   # some parts, in order (each resumes: recorded runs are skipped)

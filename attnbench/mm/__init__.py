@@ -2,7 +2,7 @@
 
 It imports mmcv, mmdet and mmseg at module level; elsewhere only the translation model and its data
 (attnbench.models.transformer_nmt, attnbench.data.translation, token_store) import mmengine, and the
-vocabulary (attnbench.variants) and the reports (attnbench.sweep.report and the modules it names, claims,
+vocabulary (attnbench.variants) and the reports (attnbench.analysis.report and the modules it names, claims,
 stats) import neither OpenMMLab nor torch. Use it from any mmdet/mmseg/mmengine config with
 ``custom_imports = dict(imports=['attnbench.mm'], allow_failed_imports=False)``.
 """

@@ -4,12 +4,15 @@ imported once) or through submitit.
 A run trains once, whatever sweeps touch its store: a local sweep holds the run's claim (a file lock,
 ``runs/<run id>/claim.lock``, freed by the system when its holder dies) while the run trains; another sweep
 that reaches the run meanwhile waits for the claim and then takes the row recorded since it began instead of
-training the run again (or trains it, resuming, where the first did not finish it). Rows recorded before a
+training the run again (or trains it, resuming, where the first did not finish it). Under Slurm each submitted run's job id is
+kept in ``runs/<run id>/slurm_job``: a later sweep (``--no-wait`` or not) submits no run whose job is still in
+the queue, and waits for that job instead. Rows recorded before a
 sweep began do not stop it: a run given to ``run_all`` is one its caller wants trained (``--force``, or a
 resume after a kill)."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import os
@@ -33,6 +36,8 @@ from .store import ResultsStore
 from .worker import utc_now
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
+#: A run folder's file that holds the id of the Slurm job that trains it.
+SLURM_JOB = "slurm_job"
 
 
 def _git_commit() -> str:
@@ -179,6 +184,8 @@ class SweepRunner:
         self.snapshot, self.code = snapshot, None  # the copy the workers run from, taken by run_all
         self._servers: ForkServers | None = None  # the local launcher's, while run_all runs
         self._rows_before: set[tuple[str, str]] = set()  # (run id, finished_at) of the ok rows when run_all began
+        self.submitted: dict[str, str] = {}  # run id -> Slurm job id: what run_all submitted
+        self.queued: dict[str, str] = {}  # run id -> Slurm job id: another sweep's jobs still in the queue
 
     def threads(self, run: Run) -> int:
         """CPU threads of a local run: those its config fixes (its protocol), or else the cores
@@ -221,8 +228,8 @@ class SweepRunner:
         spec, result = self._prepare(run)
         worker = self._worker()
         if ranks > 1:
-            start = worker.index(sys.executable)
-            worker = [*worker[:start], sys.executable, "-m", "torch.distributed.run", "--standalone",
+            start = worker.index(sys.executable)  # torchrun, itself ending with the sweep (as each rank does)
+            worker = [*worker, "--exec", sys.executable, "-m", "torch.distributed.run", "--standalone",
                       f"--nproc_per_node={ranks}", *worker[start + 1:]]
         return [*worker, str(spec), str(result)], result
 
@@ -315,8 +322,37 @@ class SweepRunner:
             jobs.update(zip(submitted, group))
         return jobs
 
-    def _execute_submitit(self, runs: list[Run]):
-        for job, run in self.submit(runs).items():
+    def _queued_jobs(self, runs: list[Run]) -> dict[str, str]:
+        """The runs of ``runs`` whose Slurm job (recorded in their folder by an earlier sweep) is still in the
+        queue, pending or running: ``{run id: job id}``."""
+        recorded = {run.run_id: path.read_text().strip() for run in runs
+                    if (path := self.run_dir(run) / SLURM_JOB).exists()}
+        if not recorded:
+            return {}
+        listed = subprocess.run(["squeue", "--noheader", "--array", "--format=%i", f"--user={getpass.getuser()}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        return {run_id: job for run_id, job in recorded.items() if job in listed}
+
+    def _submit_once(self, runs: list[Run]) -> dict:
+        """Submit the runs of ``runs`` that no queued job trains yet, holding the store's submission lock so that
+        two sweeps never both submit a run; ``{job: run}`` of the new jobs and of the queued ones (reattached)."""
+        import submitit
+
+        if self.launcher != "slurm":
+            jobs = self.submit(runs)
+        else:
+            with FileLock(self.store.root / "submit.lock"):
+                self.queued = self._queued_jobs(runs)
+                jobs = self.submit([run for run in runs if run.run_id not in self.queued])
+                for job, run in jobs.items():
+                    (self.run_dir(run) / SLURM_JOB).write_text(job.job_id)
+        self.submitted = {run.run_id: job.job_id for job, run in jobs.items()}
+        by_id = {run.run_id: run for run in runs}
+        folder = self.store.root / "submitit"
+        return jobs | {submitit.SlurmJob(folder, job_id): by_id[run_id] for run_id, job_id in self.queued.items()}
+
+    def _execute_submitit(self, jobs: dict):
+        for job, run in jobs.items():
             log = self.run_dir(run) / "run.log"
             try:
                 output = job.result()
@@ -364,13 +400,15 @@ class SweepRunner:
                 generate_missing_data(cfg)
         if self.snapshot and runs and self.code is None:
             self.code = snapshot_code(self.store.root)
-        if self.launcher != "local" and not self.wait:
-            for job, run in self.submit(runs).items():
-                print(f"submitted {run.run_id}: job {job.job_id}, log {job.paths.stdout}", flush=True)
-            return
         if self.launcher != "local":
+            jobs = self._submit_once(runs)
+            for job, run in jobs.items():
+                how = "queued by an earlier sweep" if run.run_id in self.queued else "submitted"
+                print(f"{how} {run.run_id}: job {job.job_id}, log {job.paths.stdout}", flush=True)
+            if not self.wait:
+                return
             started = utc_now()
-            for run, result in self._execute_submitit(runs):
+            for run, result in self._execute_submitit(jobs):
                 yield self._record(run, result, started)
             return
         # forked runs on CPUs only: the imports ask CUDA for its devices (mmcv does), and a process forked

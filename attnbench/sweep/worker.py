@@ -2,6 +2,7 @@
 
     python -m attnbench.sweep.worker RUN_JSON RESULT_JSON    # one run (Slurm, submitit)
     python -m attnbench.sweep.worker --serve                 # a fork server (the local launcher)
+    python -m attnbench.sweep.worker --exec COMMAND ...      # COMMAND (torchrun's), ending with its parent
     torchrun --standalone --nproc_per_node N -m attnbench.sweep.worker RUN_JSON RESULT_JSON   # on N ranks
     srun -n N python -m attnbench.sweep.worker RUN_JSON RESULT_JSON                          # the same
 
@@ -214,6 +215,17 @@ PRELOAD = ("torch", "mmengine.runner", "attnbench.mm", "attnbench.flops", "attnb
            "mmseg.visualization", "wandb")
 
 
+def die_with_parent() -> None:
+    """Have Linux kill this process when the thread that started it ends (``PR_SET_PDEATHSIG``; nothing on other
+    systems): a run's processes end with the sweep that started them, so a sweep killed with SIGKILL leaves no run
+    training beside the next sweep that takes the run up."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 def _fork_run(request: dict) -> int:
     """Fork a process that runs ``request`` (``run``, ``result``, ``log``, ``threads``); its exit code."""
     sys.stdout.flush()
@@ -223,6 +235,7 @@ def _fork_run(request: dict) -> int:
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     code = 1
     try:  # the run's process: its output to its log, the threads its config fixes, nothing of the server's stdin
+        die_with_parent()
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         for fd in (1, 2):
             os.dup2(log, fd)
@@ -262,6 +275,9 @@ def serve() -> None:
 
 
 def main() -> None:
+    die_with_parent()
+    if sys.argv[1:2] == ["--exec"]:  # the signal stays set through exec
+        os.execvp(sys.argv[2], sys.argv[2:])
     if sys.argv[1:] == ["--serve"]:
         serve()
     else:

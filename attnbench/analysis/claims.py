@@ -4,7 +4,7 @@ A claim is tested by one or more *contrasts* ``c_s = sum_r w_r value_{r,s}`` ove
 seed ``s`` (coefficients summing to zero, so a contrast compares gains, not levels), each predicted
 positive: "``w/o -> 0011`` gains far more than ``0011 -> 1111``" is ``(0011 - baseline) - (1111 - 0011)
 = 2 * 0011 - baseline - 1111 > 0``. Rows pair by seed as everywhere in the report (each row against the
-contrast's last row, :func:`~attnbench.sweep.summary.paired_differences`), so ``c_s`` is taken over the
+contrast's last row, :func:`~attnbench.analysis.summary.paired_differences`), so ``c_s`` is taken over the
 seeds at which every row has a run under one protocol.
 
 The test matches the outcomes: on a task that records a context accuracy (the diagnostic suite, whose
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.summary import p_text, paired_differences, runs_by_row, successful_runs
-from attnbench.sweep.stats import holm, mcnemar_exact_p, min_detectable_effect, paired_statistics, wilcoxon_p
+from attnbench.analysis.summary import p_text, paired_differences, runs_by_row, successful_runs
+from attnbench.analysis.stats import holm, mcnemar_exact_p, min_detectable_effect, paired_statistics, wilcoxon_p
 
 
 @dataclass(frozen=True)

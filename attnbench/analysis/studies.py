@@ -82,7 +82,7 @@ def _survey_rows(task: str) -> tuple[str, ...]:
 
 
 def _claim_rows(family: str, slot: str | None = None) -> str:
-    from attnbench.sweep import claims
+    from attnbench.analysis import claims
 
     return _rows(claims.claim_rows(getattr(claims, family), slot))
 
@@ -128,11 +128,11 @@ def _never_run(screen: str) -> str:
 
 def _translation_claims(name: str, task: str, family: str = "TRANSLATION_CLAIMS", seeds=L10N_SEEDS,
                         preset: str = "mini", results: str = "results/l10n") -> Part:
-    """The rows of a family of translation contrasts (``attnbench.sweep.claims.<family>``) and the baseline, slot
+    """The rows of a family of translation contrasts (``attnbench.analysis.claims.<family>``) and the baseline, slot
     by slot, seed by seed, at the seeds fixed with the predictions."""
     slots = [slot for slot in ("enc-dec", "enc-self", "dec-self") if _claim_rows(family, slot)]
     where = ("--preset", preset) if preset != "mini" else ()
-    return Part(name, f"the translation claims of attnbench.sweep.claims.{family} on {task}"
+    return Part(name, f"the translation claims of attnbench.analysis.claims.{family} on {task}"
                       f"{f' at the {preset} preset' if preset != 'mini' else ''}: every row of a contrast in its slot, "
                       "seed by seed, at the seeds fixed with the predictions", results,
                 tuple(_store(results, "--tasks", task, *where, "--slot", slot, "--modules", _claim_rows(family, slot),

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure  # no pyplot: no backend or window, figures saved as they are drawn
 
-from attnbench.sweep.plots import save_figure
+from attnbench.analysis.plots import save_figure
 
 #: (encoder or decoder, self or cross) of a translation layer's attention -> its slot.
 NMT_SLOTS = {("encoder", "self"): "enc-self", ("decoder", "self"): "dec-self", ("decoder", "cross"): "enc-dec"}

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.stats import min_detectable_effect, pooled_std, seeds_needed, t_test
-from attnbench.sweep.summary import paired_differences, row_runs, runs_by_row, successful_runs, summarize
+from attnbench.analysis.stats import min_detectable_effect, pooled_std, seeds_needed, t_test
+from attnbench.analysis.summary import paired_differences, row_runs, runs_by_row, successful_runs, summarize
 from attnbench.variants import TRANSLATION_TASKS
 
 TERMS = ("E1", "E2", "E3", "E4")

@@ -12,8 +12,8 @@ import torch
 
 from attnbench.mm.hooks import DecayOnlyGate, gate_magnitudes
 from attnbench.sweep.runs import last_checkpoint
-from attnbench.sweep.stats import holm
-from attnbench.sweep.summary import range_text, successful_runs
+from attnbench.analysis.stats import holm
+from attnbench.analysis.summary import range_text, successful_runs
 
 
 def checkpoint_gate_max(run_dir: Path) -> float | None:

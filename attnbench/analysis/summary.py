@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from attnbench.sweep.stats import (LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, paired_statistics,
+from attnbench.analysis.stats import (LEARNT_THRESHOLD, fisher_exact_p, holm, mcnemar_exact_p, paired_statistics,
                                    welch_test, wilcoxon_p)
 from attnbench.sweep.store import finished_runs
 
@@ -30,7 +30,7 @@ def successful_runs(results: pd.DataFrame) -> pd.DataFrame:
     and ``value_context`` (and ``gate_max``, ``gate_loss_max``, ``gate_loss_opened``, ``offset_mean_px``,
     ``mass_context``, ``mass_context_chance``) NaN where the store has no such column, and ``learnt``:
     whether the run learnt its diagnostic rule (context accuracy at least
-    :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`; False without one)."""
+    :data:`~attnbench.analysis.stats.LEARNT_THRESHOLD`; False without one)."""
     ok = finished_runs(results).copy()
     ok["slot"] = ok["slot"].fillna("")
     world = ok["world_size"] if "world_size" in ok else pd.Series(math.nan, index=ok.index)
@@ -118,7 +118,7 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     ``reference`` where a task (and slot) has one (e.g. E2 in a window against dynamic convolution).
 
     Unpaired: ``delta``, the difference of the means; ``delta_t`` and ``welch_p``, Welch's t and its
-    two-sided p (:func:`~attnbench.sweep.stats.welch_test`), where both rows have two seeds or more.
+    two-sided p (:func:`~attnbench.analysis.stats.welch_test`), where both rows have two seeds or more.
 
     Paired: a row's run at seed s and the baseline's run at s (for NMT the shared baseline) are paired
     when they share the protocol (:func:`paired_differences`). Over the n paired seeds, ``paired_delta``
@@ -127,12 +127,12 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     degrees of freedom (scipy.stats.ttest_rel's test). With one pair only ``paired_delta`` (its
     difference) is set, with none nothing (``paired_seeds`` counts them); with ``paired_std`` 0 the t
     is ±inf and p 0, unless the mean is 0 too (NaN). ``wilcoxon_p`` is the signed-rank test's p of the
-    same d_s (:func:`~attnbench.sweep.stats.wilcoxon_p`: zero differences dropped). ``pairing`` says
+    same d_s (:func:`~attnbench.analysis.stats.wilcoxon_p`: zero differences dropped). ``pairing`` says
     how the row was compared: "paired", "paired on k of m seeds (why not the others)", "paired on a
     single seed: no test" or "unpaired (why)"; "" for baselines and rows without one.
 
     ``p`` is the paired p where a row has two paired seeds or more, else Welch's; ``p_holm`` is ``p``
-    adjusted by Holm's step-down (:func:`~attnbench.sweep.stats.holm`) over the rows of one task,
+    adjusted by Holm's step-down (:func:`~attnbench.analysis.stats.holm`) over the rows of one task,
     preset and slot, all compared with the same reference.
 
     How far the attention opened: ``gate_lowest`` and ``gate_highest``, the smallest and largest of the
@@ -146,7 +146,7 @@ def summarize(results: pd.DataFrame, reference: str = "baseline") -> pd.DataFram
     context's share of the image: uniform attention's mass); NaN where no run records them.
 
     Diagnostic rows (a context accuracy recorded): ``learnt`` of ``context_seeds`` runs learnt the rule
-    (context accuracy at least :data:`~attnbench.sweep.stats.LEARNT_THRESHOLD`), and ``exact_p`` tests
+    (context accuracy at least :data:`~attnbench.analysis.stats.LEARNT_THRESHOLD`), and ``exact_p`` tests
     learnt against not against the reference (:func:`_learnt_test`; ``exact_paired`` says which test).
     """
     runs = successful_runs(results)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 
 from attnbench.attention.factors import ALL_FACTORS
-from attnbench.sweep.published import PUBLISHED
-from attnbench.sweep.summary import ROW_KEY, range_text, successful_runs, summarize
+from attnbench.analysis.published import PUBLISHED
+from attnbench.analysis.summary import ROW_KEY, range_text, successful_runs, summarize
 from attnbench.variants import SURVEY_VARIANTS, Variant
 
 def pareto_front(points: pd.DataFrame, cost: str = "macs_model") -> pd.DataFrame:
