@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from attnbench.attention.user_module import UserModule
 from attnbench.variants import ALL_MECHANISMS
 
 _aten = torch.ops.aten
@@ -120,9 +121,9 @@ def counted_macs(module: Callable, *inputs, **kwargs) -> int:
 count_macs = counted_macs
 
 
-#: Module classes counted as "attention modules" of a model (the mechanisms under study, 2D and 1D).
-ATTENTION_MODULES = tuple(dict.fromkeys(
-    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None))
+#: Module classes counted as "attention modules" of a model (the mechanisms under study, 2D and 1D, and a user's).
+ATTENTION_MODULES = (*dict.fromkeys(
+    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None), UserModule)
 
 
 def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
@@ -136,12 +137,15 @@ def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.M
 def count_model(model: torch.nn.Module, forward: Callable[[], object]) -> dict:
     """Count one ``forward()`` call of ``model``: the whole model measured, and its outermost
     mechanisms both measured and analytically, each by its ``macs()`` called with the arguments of
-    its call (every mechanism's ``macs`` takes its ``forward``'s arguments and reads their shapes)."""
+    its call (every mechanism's ``macs`` takes its ``forward``'s arguments and reads their shapes). A module
+    whose ``macs`` gives None (a user's module without one) is counted instead, as ``macs_source`` says."""
     modules = _outermost_attention_modules(model)
-    analytic = []
-    hooks = [m.register_forward_pre_hook(
-        lambda m, args, kwargs: analytic.append(m.macs(*args, **kwargs)), with_kwargs=True)
-        for m in modules.values()]
+    analytic = {}
+
+    def record(name: str):
+        return lambda m, args, kwargs: analytic.setdefault(name, []).append(m.macs(*args, **kwargs))
+
+    hooks = [m.register_forward_pre_hook(record(name), with_kwargs=True) for name, m in modules.items()]
     counter = FlopCounterMode(display=False, custom_mapping=dict(EXTRA_FLOP_FORMULAS))
     was_training = model.training
     model.eval()
@@ -154,10 +158,13 @@ def count_model(model: torch.nn.Module, forward: Callable[[], object]) -> dict:
             h.remove()
     per_module = {name.split(".", 1)[1] if "." in name else "": sum(ops.values())
                   for name, ops in counter.get_flop_counts().items()}
+    counted = {name for name, calls in analytic.items() if None in calls}
     return dict(
         macs_model=counter.get_total_flops() // 2,
         macs_modules=sum(per_module.get(name, 0) for name in modules) // 2,
-        macs_modules_analytic=sum(analytic),
+        macs_modules_analytic=sum(sum(calls) for name, calls in analytic.items() if name not in counted)
+        + sum(per_module.get(name, 0) for name in counted) // 2,
+        macs_source="flop_counter" if counted else "analytic",
         params_model=sum(p.numel() for p in model.parameters()),
         params_modules=sum(p.numel() for m in modules.values() for p in m.parameters()),
     )

@@ -11,6 +11,7 @@ A variant is written as ``+``-joined tokens, parsed here and nowhere else:
     se, cbam, gc, nonlocal  squeeze-excite, CBAM, global context, non-local blocks (plugins)
     0010+deformable       several mechanisms stacked in the same blocks
     lightweight           lightweight convolution (translation only)
+    my_attention.MyAttention  a user's own module, by its import path (attnbench.user_modules)
 
 A token may carry parameters, ``:name=value`` each (no quoting needed in bash or zsh):
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .attention.factors import ALL_FACTORS, SCORES, AttentionFactors
+from .user_modules import USER_FAMILY, is_user_token, parse_value
 
 GENERALIZED_ATTENTION_PAPER = ("Zhu, Cheng, Zhang, Dai, Lin, Wang: An Empirical Study of Spatial Attention "
                                "Mechanisms in Deep Networks, ICCV 2019")
@@ -319,24 +321,41 @@ def vision_rows(task: str) -> tuple[str, ...]:
                  if task == "seg" or v not in MECHANISMS or MECHANISMS[v].placement != "head")
 
 
+def user_mechanism(import_path: str) -> Mechanism:
+    """The entry of a user's module (attnbench.user_modules): a plugin after conv2, built by the registered
+    adapter ``UserModule`` (attnbench.mm.user_module) from its import path; it takes ``stages`` and ``lr`` as every
+    plugin does, and any other ``name=value`` as a keyword argument of its class."""
+    return Mechanism("UserModule", "user-" + import_path.replace(".", "-"), USER_FAMILY, import_path,
+                     kwargs=dict(import_path=import_path))
+
+
 def mechanism_of(token: str) -> Mechanism:
-    """The table entry of a token without parameters: a factor string or a :data:`MECHANISMS` key."""
+    """The table entry of a token without parameters: a factor string, a :data:`MECHANISMS` key or a user's
+    module by its import path."""
     if token in MECHANISMS:
         return MECHANISMS[token]
+    if is_user_token(token):
+        return user_mechanism(token)
     if len(token) == 4 and token.isdigit():
         AttentionFactors.parse(token)  # raises for '0120' and for '0000' (the baseline, not a factor set)
         return GENERALIZED_ATTENTION
     raise ValueError(f"unknown token {token!r}; expected 'baseline', a factor string E1E2E3E4 such as '0110', "
-                     f"or one of {sorted(MECHANISMS)}")
+                     f"one of {sorted(MECHANISMS)}, or your module's import path MODULE.CLASS")
 
 
 def _parse_token(text: str, spec: str) -> tuple[str, tuple]:
-    """``'0100:range=7'`` -> ``('0100', (('range', 7),))``, parameters in :data:`PARAMETERS` order."""
+    """``'0100:range=7'`` -> ``('0100', (('range', 7),))``, parameters in :data:`PARAMETERS` order (a user's
+    module: any keyword argument of its class after them, in the order given, its value an int, float or text)."""
     token, *assignments = text.strip().split(":")
     mechanism = mechanism_of(token)
     params = {}
     for assignment in assignments:
         name, _, value = assignment.partition("=")
+        if mechanism.family == USER_FAMILY and name not in mechanism.params:
+            if not name.isidentifier() or name in params or not value:
+                raise ValueError(f"variant {spec!r}: {assignment!r} is not NAME=VALUE once per name")
+            params[name] = parse_value(value)
+            continue
         if name not in PARAMETERS:
             raise ValueError(f"variant {spec!r}: unknown parameter {name!r}; known: {list(PARAMETERS)}")
         if name not in mechanism.params:
@@ -348,7 +367,8 @@ def _parse_token(text: str, spec: str) -> tuple[str, tuple]:
             params[name] = PARAMETERS[name].parse(value)
         except ValueError as error:
             raise ValueError(f"variant {spec!r}: {name}={value!r}: {error}") from None
-    return token, tuple((name, params[name]) for name in PARAMETERS if name in params)
+    order = dict.fromkeys([*(name for name in PARAMETERS if name in params), *params])
+    return token, tuple((name, params[name]) for name in order)
 
 
 @dataclass(frozen=True)
@@ -402,6 +422,11 @@ class Variant:
         """The mechanism tokens, without parameters, in canonical order."""
         return tuple(t for t in (self.factors, *self.plugins, self.conv, self.head) if t)
 
+    @property
+    def user_tokens(self) -> tuple[str, ...]:
+        """The tokens that name a user's module by its import path."""
+        return tuple(t for t in self.tokens if mechanism_of(t).family == USER_FAMILY)
+
     def token_spec(self, token: str) -> str:
         """One token with its parameters, e.g. ``'0100:range=7'``."""
         return self._written(token, token, ":", "=")
@@ -412,7 +437,7 @@ class Variant:
 
     def _written(self, token: str, prefix: str, separator: str, assign: str) -> str:
         """``prefix`` then ``token``'s parameters, each ``separator name assign value``."""
-        return prefix + "".join(f"{separator}{name}{assign}{PARAMETERS[name].write(value)}"
+        return prefix + "".join(f"{separator}{name}{assign}{_write(name, value)}"
                               for name, value in self.params_of(token).items())
 
     @property
@@ -429,8 +454,7 @@ class Variant:
     @property
     def parameter_text(self) -> str:
         """The parameters alone, e.g. ``'0100:range=7'`` -> ``'range=7'``; empty without any."""
-        return " ".join(f"{name}={PARAMETERS[name].write(value)}"
-                        for _, token_params in self.params for name, value in token_params)
+        return " ".join(f"{name}={_write(name, value)}" for _, token_params in self.params for name, value in token_params)
     #: The backbone keys a variant sets (:meth:`backbone_overrides`); without them a backbone is the baseline's.
     BACKBONE_KEYS = ("plugins", "dcn", "stage_with_dcn")
 
@@ -451,7 +475,7 @@ class Variant:
             kwargs = dict(mechanism.kwargs)
             if token == self.factors:
                 kwargs["attention_type"] = token
-            kwargs.update({mechanism.params[n]: value for n, value in params.items() if mechanism.params[n]})
+            kwargs.update({mechanism.params.get(n, n): value for n, value in params.items() if mechanism.params.get(n, n)})
             stages = _stage_mask(*params["stages"]) if "stages" in params else self.DEFAULT_STAGES[mechanism.placement]
             if mechanism.placement == "plugin":
                 overrides.setdefault("plugins", []).append(
@@ -485,12 +509,14 @@ class Variant:
     def fields(self) -> dict:
         """The row as flat fields a run table can filter, group and colour by (W&B's config): ``E1`` ..
         ``E4`` (booleans, all False without a factor string), each token present as ``True`` under its
-        name (``deformable``, ``dynamic``, ...), each parameter under its name (``gate``, ``range``,
-        ...), or ``name_token`` where two tokens set the same one. A name that is a Python keyword ends in
+        name (``deformable``, ``dynamic``, ...; a user's module's import path under ``user_module``), each
+        parameter under its name (``gate``, ``range``, ...), or ``name_token`` where two tokens set the same one. A name that is a Python keyword ends in
         ``_`` (``nonlocal_``): mmengine writes a config's dicts as ``dict(name=value)``."""
         terms = self.factors or "0000"
         fields = {f"E{i + 1}": on == "1" for i, on in enumerate(terms)}
-        fields |= {token: True for token in self.tokens if token != self.factors}
+        fields |= {token: True for token in self.tokens if token != self.factors and token not in self.user_tokens}
+        if self.user_tokens:  # an import path is no field name: W&B filters on ``user_module`` instead
+            fields["user_module"] = "+".join(self.user_tokens)
         names = [name for _, token_params in self.params for name, _ in token_params]
         for token, token_params in self.params:
             fields |= {name if names.count(name) == 1 else f"{name}_{token}": value for name, value in token_params}
@@ -530,6 +556,12 @@ class Variant:
         if token == self.factors:
             return dict(type="generalized", attention_type=token, **options)
         return dict(type=token, **options)
+
+
+def _write(name: str, value) -> str:
+    """A parameter's value as the grammar writes it (a user's module's own: as given)."""
+    return PARAMETERS[name].write(value) if name in PARAMETERS else str(value).lower() if isinstance(value, bool) \
+        else str(value)
 
 
 def _stage_mask(first: int, last: int) -> tuple[bool, ...]:

@@ -51,6 +51,8 @@ RULES = [
     Rule(r"--data-root det=/datasets/", "dry_run", "COCO is not here: the dry run names the missing folder"),
     Rule(r"slurm_local\.sh", "skip", "starts Slurm's daemons: tests/test_slurm.py runs it and a sweep on it"),
     Rule(r"^export ", "as_typed"),
+    Rule(r"--modules my_attention\.", "skip", "a user's module: tests/test_user_modules.py sweeps examples/my_attention.py "
+         "against 0010 on det and seg at the smoke preset and reads the rows"),
     Rule(r"make_l10n_corpus\.py --debs DIR", "skip", "DIR stands for a folder of your own .deb files"),
     Rule(r"make_l10n_corpus\.py", "skip", "rebuilds the committed corpus from 89 packages of Debian's archive (about "
          "450 MB), which CI must not depend on; tests/test_l10n_corpus.py builds, packs, unpacks and compares corpora of "

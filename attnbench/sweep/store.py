@@ -27,7 +27,10 @@ from filelock import FileLock
 #: same task and preset on different corpora never pair); empty elsewhere.
 #: ``factors``, ``modules`` and ``params`` split the variant: its factor string, its other mechanisms,
 #: its tokens' parameters (``range=7``; attnbench.variants), text; ``params_model`` and ``params_modules`` are
-#: weight counts (the model's, the attention modules'), as ``macs_*`` are multiply-adds. ``gate_start`` is
+#: weight counts (the model's, the attention modules'), as ``macs_*`` are multiply-adds; ``macs_source`` says how
+#: ``macs_modules_analytic`` was had: ``analytic`` (the modules' own ``macs()``) or ``flop_counter`` (a user's module
+#: without one, counted by torch.utils.flop_counter; attnbench.flops.count_model), empty for rows before it.
+#: ``module_source`` names a user's module of the row and the SHA-256 of its file (``import.Path@<16 hex>``). ``gate_start`` is
 #: where the run's gates started, its preset's protocol included (attnbench.variants.Variant.gate_start: the
 #: smallest; 0 the zero start; empty without a gated token, and for rows before 2026-12-06). ``gate_max`` and ``offset_mean_px`` say how far
 #: the run's attention left its start, ``gate_loss_max`` how far the loss (not weight decay) moved its gates
@@ -49,7 +52,7 @@ from filelock import FileLock
 COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "seed",
     "metric", "value", "value_class_agnostic", "value_context", "value_chrf", "heldout_bleu", "heldout_chrf", "corpus",
-    "macs_modules", "macs_modules_analytic", "macs_model", "params_modules",
+    "macs_modules", "macs_modules_analytic", "macs_source", "macs_model", "params_modules", "module_source",
     "params_model", "input_size", "train_iters", "train_seconds", "val_seconds", "run_seconds", "outside_seconds",
     "peak_memory_mb", "loss_first",
     "gate_start", "gate_max", "gate_loss_max", "gate_loss_opened", "offset_mean_px", "mass_context", "mass_context_chance",
@@ -63,6 +66,7 @@ COLUMNS = (
 #: read its variant as the number 10 (and write it back so), nor a hex config hash as a number.
 TEXT_COLUMNS = (
     "run_id", "task", "preset", "slot", "variant", "factors", "modules", "params", "metric", "input_size", "corpus",
+    "macs_source", "module_source",
     "device", "cpu", "torch_version", "mmcv_version", "status", "error", "config", "config_hash", "attnbench_version",
     "git_commit", "started_at", "finished_at", "wandb_id",
 )

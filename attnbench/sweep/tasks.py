@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from attnbench.config_files import DIAGNOSTIC_CONFIGS, diagnostic_config_path, preset_variant, vision_config_path
 from attnbench.data.mini_shapes import DEFAULT_RULE, RULES
-from attnbench.variants import SLOTS, Variant
+from attnbench.user_modules import USER_FAMILY, locate, make_importable
+from attnbench.variants import SLOTS, Variant, mechanism_of
 
 if TYPE_CHECKING:
     import torch
@@ -77,6 +78,13 @@ class VisionTask:
             raise ValueError(f"task {self.name} varies the backbone only; {parsed.name!r} replaces the decode head")
         parsed.backbone_overrides()  # raises for parameters images do not take
         for token in parsed.tokens:
+            if mechanism_of(token).family == USER_FAMILY:  # built, run forward and backward once, before any run
+                from attnbench.attention.user_module import check_contract
+
+                make_importable(locate(token))
+                check_contract(token, {name: value for name, value in parsed.params_of(token).items()
+                                       if name not in mechanism_of(token).params})
+                continue
             try:
                 build_mechanism(parsed.token_spec(token), 256)
             except (ValueError, TypeError, AssertionError) as error:
@@ -96,14 +104,18 @@ class VisionTask:
         parsed, trained = Variant.parse(variant), self.variant(preset, variant)
         if self.user_config:  # the user's file, the variant's keys as overrides
             base = self.user_config
-        elif self.rule is None and not parsed.params:  # a generated file, the preset's parameters in it
+        elif self.rule is None and not parsed.params and not parsed.user_tokens:  # a generated file: preset's in it
             return str(vision_config_path(self.kind, config_preset(preset), parsed)), options
         elif self.rule is None:
             base = vision_config_path(self.kind, config_preset(preset), Variant())
         else:
             base = diagnostic_config_path(self.family, self.rule)
+        backbone = trained.backbone_overrides()
+        for plugin in backbone.get("plugins", []):  # a user's module: its file's hash makes an edited file a new run
+            if "import_path" in plugin["cfg"]:
+                plugin["cfg"]["source_sha256"] = locate(plugin["cfg"]["import_path"]).sha256
         return str(base), options | {f"optim_wrapper.{key}": value for key, value in trained.optimizer_overrides().items()} \
-            | {f"model.backbone.{key}": value for key, value in trained.backbone_overrides().items()}
+            | {f"model.backbone.{key}": value for key, value in backbone.items()}
 
     def variant(self, preset: str, variant: str) -> Variant:
         """The variant a run trains: its own parameters, then its preset's (``PRESET_PARAMETERS``); a user's
@@ -130,9 +142,12 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
+        from attnbench.attention.user_module import UserModule
+
         with every_proposal(model):
             row = count_model(model, forward)
-        return row | {"input_size": f"{height}x{width}"}
+        users = [f"{m.import_path}@{(m.source_sha256 or '')[:16]}" for m in model.modules() if isinstance(m, UserModule)]
+        return row | {"input_size": f"{height}x{width}", "module_source": ";".join(dict.fromkeys(users)) or None}
 
 
 @contextmanager

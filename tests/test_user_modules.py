@@ -1,0 +1,112 @@
+"""A user's own mechanism from a file outside the package: the grammar, the plugin contract's refusals (one line
+each, before any run), an edited file as a new run, and (slow) a smoke sweep on det and seg against 0010."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from attnbench.sweep.plan import build_plan
+from attnbench.sweep.tasks import TASKS
+from attnbench.variants import Variant
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "my_attention.py"
+
+BROKEN = {
+    "shape": ("class Broken(nn.Module):\n    def __init__(self, in_channels):\n        super().__init__()\n"
+              "        self.conv = nn.Conv2d(in_channels, 2 * in_channels, 1)\n"
+              "    def forward(self, x):\n        return self.conv(x)\n",
+              "forward maps (2, 16, 12, 10) to (2, 32, 12, 10); a plugin keeps the shape"),
+    "dtype": ("class Broken(nn.Module):\n    def __init__(self, in_channels):\n        super().__init__()\n"
+              "        self.w = nn.Parameter(torch.ones(1))\n"
+              "    def forward(self, x):\n        return (self.w * x).double()\n",
+              "forward turns a torch.float32 input on cpu into torch.float64 on cpu"),
+    "parameters": ("class Broken(nn.Module):\n    def __init__(self, in_channels):\n        super().__init__()\n"
+                   "    def forward(self, x):\n        return x * 2\n",
+                   "has no parameters to train"),
+    "signature": ("class Broken(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                  "    def forward(self, x):\n        return x\n",
+                  "cls(in_channels=16, **{}) failed (TypeError"),
+    "raises": ("raise RuntimeError('a bug in my file')\n", "its module does not import (RuntimeError: a bug in my file)"),
+}
+
+
+def write_module(folder: Path, name: str, body: str) -> None:
+    (folder / f"{name}.py").write_text(f"import torch\nfrom torch import nn\n\n{body}")
+
+
+def test_a_user_token_round_trips_with_its_own_parameters():
+    variant = Variant.parse("my_attention.SpatialGate:reduction=8:stages=3-5")
+    assert variant.name == "my_attention.SpatialGate:stages=3-5:reduction=8" and Variant.parse(variant.name) == variant
+    (plugin,) = variant.backbone_overrides()["plugins"]
+    assert plugin["cfg"] == dict(type="attnbench.UserModule", import_path="my_attention.SpatialGate", reduction=8)
+    assert plugin["stages"] == (False, True, True, True)
+    with pytest.raises(ValueError, match="is not NAME=VALUE once per name"):
+        Variant.parse("my_attention.SpatialGate:reduction")
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_module_that_breaks_the_contract_is_refused_in_one_line_before_any_run(case, tmp_path, monkeypatch):
+    body, rule = BROKEN[case]
+    name = f"broken_{case}"
+    write_module(tmp_path, name, body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(ValueError) as refused:
+        build_plan(["det"], [], [f"{name}.Broken"], 1, "smoke")
+    message = str(refused.value)
+    assert message.startswith(f"variant '{name}.Broken' on det: {name}.Broken: ") or message.startswith(f"{name}.Broken")
+    assert rule in message and "\n" not in message
+
+
+def test_a_path_that_does_not_import_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"^nowhere_module.Thing: no module 'nowhere_module' on the path"):
+        build_plan(["det"], [], ["nowhere_module.Thing"], 1, "smoke")
+    write_module(tmp_path, "has_no_class", "x = 1\n")
+    with pytest.raises(ValueError, match="has_no_class has no torch.nn.Module subclass 'Thing'"):
+        build_plan(["det"], [], ["has_no_class.Thing"], 1, "smoke")
+
+
+def test_an_edited_file_is_a_new_run(tmp_path, monkeypatch):
+    shutil.copy(EXAMPLE, tmp_path / "edited_attention.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (before,) = build_plan(["seg"], [], ["edited_attention.SpatialGate"], 1, "smoke", baseline=False)
+    again = build_plan(["seg"], [], ["edited_attention.SpatialGate"], 1, "smoke", baseline=False)
+    assert again[0].run_id == before.run_id  # the same file: the same run
+    (tmp_path / "edited_attention.py").write_text(EXAMPLE.read_text() + "\n# an edit\n")
+    (after,) = build_plan(["seg"], [], ["edited_attention.SpatialGate"], 1, "smoke", baseline=False)
+    assert after.run_id != before.run_id and after.variant == before.variant
+
+
+@pytest.mark.slow
+def test_a_users_module_sweeps_against_0010_on_det_and_seg_and_its_rows_are_read(tmp_path):
+    """From the user's own folder, as the docs say: the rows are ok, with MACs counted, the source's hash and
+    W&B off; compare.py and plot.py read the store."""
+    shutil.copy(EXAMPLE, tmp_path / "my_attention.py")
+    results = tmp_path / "results"
+    sweep = subprocess.run([sys.executable, str(ROOT / "tools/sweep.py"), "--tasks", "det,seg", "--factors", "0010",
+                            "--modules", "my_attention.SpatialGate", "--preset", "smoke", "--results", str(results),
+                            "--no-wandb", "--no-snapshot", "--jobs", "2"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=1500)
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
+    rows = pd.read_csv(results / "results.csv")
+    assert len(rows) == 6 and (rows["status"] == "ok").all()
+    mine = rows[rows["variant"] == "my_attention.SpatialGate"]
+    assert len(mine) == 2 and (mine["macs_source"] == "flop_counter").all()
+    assert (mine["macs_modules_analytic"] > 0).all() and (mine["macs_modules"] == mine["macs_modules_analytic"]).all()
+    import hashlib
+
+    sha = hashlib.sha256((tmp_path / "my_attention.py").read_bytes()).hexdigest()[:16]
+    assert (mine["module_source"] == f"my_attention.SpatialGate@{sha}").all()
+    assert (rows[rows["variant"] == "0010"]["macs_source"] == "analytic").all()
+    table = subprocess.run([sys.executable, str(ROOT / "tools/compare.py"), "--results", str(results)],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert table.returncode == 0 and "my_attention.SpatialGate" in table.stdout, table.stderr
+    plot = subprocess.run([sys.executable, str(ROOT / "tools/plot.py"), "--results", str(results)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert plot.returncode == 0 and (results / "tradeoff.png").exists(), plot.stderr
