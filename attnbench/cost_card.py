@@ -52,6 +52,8 @@ from torch.utils._pytree import tree_flatten
 from attnbench.attention.factors import ALL_FACTORS
 from attnbench.config_files import preset_variant
 from attnbench.flops import count_forward
+from attnbench.attention.user_module import check_contract
+from attnbench.user_modules import is_user_token, locate, make_importable
 from attnbench.variants import MECHANISMS, mechanism_of
 
 #: The reference row: the Bottleneck's plain 3x3 conv2, which the ``conv2`` rows replace.
@@ -260,8 +262,8 @@ def plan_cell(token: str, shape: Shape, device: str = "cpu") -> _Plan:
             plan.params = sum(p.numel() for p in module.parameters())
             if token == REFERENCE:  # a 3x3 conv, C in and out, stride 1
                 plan.analytic = float(shape.n * shape.tokens * shape.channels ** 2 * 9)
-            else:
-                plan.analytic = float(module.macs(*inputs))
+            elif (macs := module.macs(*inputs)) is not None:  # a user's module may have no macs(): counted only
+                plan.analytic = float(macs)
             count = count_forward(module, *inputs)
             plan.counted = float(count.macs)
             plan.misses = "; ".join(op + (" (uncounted)" if op in count.uncounted else " (attnbench formula)")
@@ -502,12 +504,16 @@ class Card:
 def run_card(tokens: tuple[str, ...], presets: tuple[str, ...], options: Options, sides: tuple[int, ...] | None = None,
              progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
              partial: Callable[[pd.DataFrame], None] | None = None) -> Card:
-    """Measure ``tokens`` (rows of :func:`card_rows`) at the stage shapes and square maps of ``presets``;
-    ``progress`` gets a line per row, ``partial`` the cells measured so far after each row (a run cut short
-    keeps them)."""
-    unknown = [t for t in tokens if t not in card_rows()]
+    """Measure ``tokens`` (rows of :func:`card_rows`, or a user's module by its import path, checked as the sweep
+    checks it) at the stage shapes and square maps of ``presets``; ``progress`` gets a line per row, ``partial`` the
+    cells measured so far after each row (a run cut short keeps them)."""
+    unknown = [t for t in tokens if t not in card_rows() and not is_user_token(t)]
     if unknown:
-        raise ValueError(f"unknown mechanisms {unknown}; the card's rows are {list(card_rows())}")
+        raise ValueError(f"unknown mechanisms {unknown}; the card's rows are {list(card_rows())} or your module's "
+                         "import path MODULE.CLASS")
+    for token in filter(is_user_token, tokens):
+        make_importable(locate(token))
+        check_contract(token, {})
     shapes = [s for preset in presets for s in (*stage_shapes(preset), *scaling_shapes(preset, sides))]
     threads = torch.get_num_threads()
     torch.set_num_threads(options.threads)

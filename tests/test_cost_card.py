@@ -194,6 +194,29 @@ def test_the_tool_writes_csv_markdown_and_plots_for_tiny_sizes(tool, tmp_path, c
     assert (tmp_path / "scaling.svg").read_text().lstrip().startswith("<?xml")
 
 
+def test_a_users_module_gets_its_card_with_counted_macs(tool, tmp_path, monkeypatch, capsys):
+    """A user's module by its import path, from the current folder: measured beside the catalogue's rows, its
+    MACs counted (it has no macs()); one that breaks the plugin contract is refused before any cell."""
+    (tmp_path / "card_user_module.py").write_text((ROOT / "examples" / "my_attention.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    out = tmp_path / "card"
+    assert tool.main(["--mechanisms", "card_user_module.SpatialGate", "--shapes", "mini", "--sizes", "4,5,6,8",
+                      "--repeats", "1", "--out", str(out)]) == 0
+    cells = pd.read_csv(out / "card.csv")
+    assert (cells["status"] == "ok").all() and (cells["family"] == "user").all()
+    assert cells["macs_analytic"].isna().all() and (cells["macs_counted"] > 0).all()
+    (tmp_path / "card_broken_module.py").write_text("from torch import nn\nclass Broken(nn.Module):\n"
+                                                    "    def __init__(self, c):\n        super().__init__()\n"
+                                                    "    def forward(self, x):\n        return x\n")
+    with pytest.raises(SystemExit) as refused:
+        tool.main(["--mechanisms", "card_broken_module.Broken", "--shapes", "mini", "--sizes", "4,5,6,8",
+                   "--out", str(out)])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("card_broken_module.Broken: has no parameters to train "
+                                                            "(a mechanism the benchmark trains learns)")
+
+
 def test_the_tool_refuses_too_few_sizes_and_unknown_rows(tool, capsys):
     for argv in (["--sizes", "4,8,16"], ["--mechanisms", "0000"]):
         with pytest.raises(SystemExit) as exit_:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from attnbench.cost_card import PRESETS, Options, card_rows, run_card, write_card
+from attnbench.user_modules import is_user_token
 
 
 def _sides(text: str) -> tuple[int, ...]:
@@ -54,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.threads < 1:
         p.error("--repeats and --threads must be at least 1")
     tokens = tuple(t.strip() for t in args.mechanisms.split(",") if t.strip()) or card_rows()
-    unknown = [t for t in tokens if t not in card_rows()]
+    unknown = [t for t in tokens if t not in card_rows() and not is_user_token(t)]
     if unknown:
-        p.error(f"unknown --mechanisms {unknown}; choose from {', '.join(card_rows())}")
+        p.error(f"unknown --mechanisms {unknown}; choose from {', '.join(card_rows())}, or your module's import "
+                "path MODULE.CLASS")
     if args.device == "cuda":
         import torch
 
@@ -69,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     options = Options(args.device, args.repeats, max_gib, args.max_seconds, args.threads)
     out = Path(args.out or f"results/cost-card/{args.shapes}-{args.device}")
     out.mkdir(parents=True, exist_ok=True)
-    card = run_card(tokens, presets, options, args.sizes,
-                    partial=lambda cells: cells.to_csv(out / "card.csv", index=False))  # rows so far, if cut short
+    try:
+        card = run_card(tokens, presets, options, args.sizes,
+                        partial=lambda cells: cells.to_csv(out / "card.csv", index=False))  # rows so far, if cut short
+    except ValueError as error:  # a user's module that does not import or breaks the plugin contract
+        p.error(str(error))
     command = shlex.join(["python", "tools/cost_card.py", *(sys.argv[1:] if argv is None else argv)])
     for path in write_card(card, out, command):
         print(path)
