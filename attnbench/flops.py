@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from attnbench.attention.user_module import UserModule
+from attnbench.attention.user_module import UserModule, UserSlot
 from attnbench.variants import ALL_MECHANISMS
 
 _aten = torch.ops.aten
@@ -123,7 +123,8 @@ count_macs = counted_macs
 
 #: Module classes counted as "attention modules" of a model (the mechanisms under study, 2D and 1D, and a user's).
 ATTENTION_MODULES = (*dict.fromkeys(
-    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None), UserModule)
+    module for m in ALL_MECHANISMS for module in (m.module, m.sequence_module) if module is not None), UserModule,
+    UserSlot)
 
 
 def _outermost_attention_modules(model: torch.nn.Module) -> dict[str, torch.nn.Module]:

@@ -543,6 +543,10 @@ class Variant:
         None for the baseline; raises ``ValueError`` for what translation cannot run."""
         if not self.tokens:
             return None
+        if self.user_tokens and len(self.tokens) == 1:  # a user's class: every parameter is its own
+            (token,) = self.tokens
+            return dict(type="user", import_path=token, **{name: value for name, value in self.params_of(token).items()
+                                                          if name not in mechanism_of(token).params})
         if len(self.tokens) > 1 or (self.factors is None and self.tokens[0] not in TRANSLATION_MECHANISMS):
             raise ValueError(f"unknown nmt variant {self.name!r}; expected 'baseline', a factor string such as "
                              f"'0110', or one of {list(TRANSLATION_MECHANISMS)} (no combinations)")

@@ -110,3 +110,72 @@ def test_a_users_module_sweeps_against_0010_on_det_and_seg_and_its_rows_are_read
     plot = subprocess.run([sys.executable, str(ROOT / "tools/plot.py"), "--results", str(results)],
                           capture_output=True, text=True, cwd=ROOT)
     assert plot.returncode == 0 and (results / "tradeoff.png").exists(), plot.stderr
+
+
+SLOT_BROKEN = {
+    "no call": ("class Broken(nn.Module):\n    def __init__(self, embed_dim, num_heads, causal, dropout):\n"
+                "        super().__init__()\n        self.w = nn.Parameter(torch.ones(1))\n",
+                "defines neither mix(x, key_padding_mask, last) nor attend("),
+    "last": ("class Broken(nn.Module):\n    def __init__(self, embed_dim, num_heads, causal, dropout):\n"
+             "        super().__init__()\n        self.w = nn.Parameter(torch.ones(1))\n"
+             "    def mix(self, x, key_padding_mask, last):\n        return self.w * x\n",
+             "mix with last=2 gives (2, 6, 16), not (2, 2, 16)"),
+    "parameters": ("class Broken(nn.Module):\n    def __init__(self, embed_dim, num_heads, causal, dropout):\n"
+                   "        super().__init__()\n    def mix(self, x, key_padding_mask, last):\n"
+                   "        return x[:, x.shape[1] - last:]\n",
+                   "has no parameters to train"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SLOT_BROKEN))
+def test_a_translation_slot_that_breaks_its_contract_is_refused_in_one_line(case, tmp_path, monkeypatch):
+    body, rule = SLOT_BROKEN[case]
+    name = f"broken_slot_{case.replace(' ', '_')}"
+    write_module(tmp_path, name, body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(ValueError) as refused:
+        build_plan(["nmt"], [], [f"{name}.Broken"], 1, "smoke", slot="enc-self")
+    assert str(refused.value).startswith(f"{name}.Broken: ") and rule in str(refused.value)
+
+
+def test_a_users_slot_fills_the_slots_whose_call_it_defines_and_is_counted(tmp_path, monkeypatch):
+    """LocalMix defines mix only: it runs in the two self-attention slots, not in enc-dec; in the model its
+    multiply-adds are counted by the FLOP counter and its source is named."""
+    import torch
+
+    from attnbench.attention.user_module import module_sources
+    from attnbench.flops import count_model
+    from attnbench.models.transformer_nmt import TransformerNMT
+
+    shutil.copy(EXAMPLE, tmp_path / "slot_attention.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    runs = build_plan(["nmt"], [], ["slot_attention.LocalMix:window=5"], 1, "smoke", baseline=False)
+    assert [run.slot for run in runs] == ["enc-self", "dec-self"]
+    with pytest.raises(ValueError, match="cannot fill the enc-dec slot"):
+        build_plan(["nmt"], [], ["slot_attention.LocalMix"], 1, "smoke", slot="enc-dec")
+    mechanism = runs[0].cfg_options["model.encoder_self_attention"]
+    assert mechanism["type"] == "user" and mechanism["window"] == 5 and len(mechanism["source_sha256"]) == 64
+    model = TransformerNMT(vocab_size=12, embed_dim=16, num_heads=4, ffn_dim=32, num_encoder_layers=1,
+                           num_decoder_layers=1, encoder_self_attention=mechanism)
+    src, tgt = torch.randint(4, 12, (1, 7)), torch.randint(4, 12, (1, 8))
+    counted = count_model(model, lambda: model(src, tgt, mode="tensor"))
+    assert counted["macs_source"] == "flop_counter" and counted["macs_modules_analytic"] > 0
+    assert module_sources(model) == f"slot_attention.LocalMix@{mechanism['source_sha256'][:16]}"
+
+
+@pytest.mark.slow
+def test_a_users_translation_slot_sweeps_against_the_baseline(tmp_path):
+    shutil.copy(EXAMPLE, tmp_path / "my_attention.py")
+    results = tmp_path / "results"
+    sweep = subprocess.run([sys.executable, str(ROOT / "tools/sweep.py"), "--tasks", "nmt", "--slot", "enc-self",
+                            "--modules", "my_attention.LocalMix:window=5", "--preset", "smoke", "--results",
+                            str(results), "--no-wandb", "--no-snapshot", "--no-plot"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=900)
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
+    rows = pd.read_csv(results / "results.csv").set_index("variant")
+    assert (rows["status"] == "ok").all() and len(rows) == 2
+    mine = rows.loc["my_attention.LocalMix:window=5"]
+    assert mine["slot"] == "enc-self" and mine["macs_source"] == "flop_counter" and mine["macs_modules"] > 0
+    assert mine["module_source"].startswith("my_attention.LocalMix@")

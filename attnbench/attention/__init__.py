@@ -28,7 +28,7 @@ _SOURCES = {
     "ResidualAttention": "residual_attention", "SpatialChannelSqueezeExcite": "scse",
     "SelectiveKernelConv2d": "selective_kernel", "separable_bias_attention": "separable_bias_attention",
     "SpatialPyramidAttention": "spatial_pyramid_attention", "SqueezeExcite": "squeeze_excite",
-    "UserModule": "user_module",
+    "UserModule": "user_module", "UserSlot": "user_module",
 }
 __all__ = list(_SOURCES)
 

@@ -42,7 +42,8 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel
 
 from attnbench.attention import (
-    AreaAttention1d, DeformConv1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, sinusoidal_embedding)
+    AreaAttention1d, DeformConv1d, DynamicConv1d, GeneralizedAttention1d, LightweightConv1d, UserSlot,
+    sinusoidal_embedding)
 from attnbench.data.translation import BOS_ID, EOS_ID, PAD_ID
 from attnbench.variants import GENERALIZED_ATTENTION, SLOTS
 from attnbench.variants import MECHANISMS as CATALOGUE
@@ -182,9 +183,12 @@ MECHANISMS: dict[str, Mechanism] = {
 
 
 def build_slot(slot: str, cfg: dict, embed_dim: int, num_heads: int, dropout: float) -> nn.Module:
-    """The mechanism ``cfg = dict(type=name, **options)`` for ``slot`` (a key of :data:`SLOTS`)."""
+    """The mechanism ``cfg = dict(type=name, **options)`` for ``slot`` (a key of :data:`SLOTS`); ``type='user'``
+    is a user's class by its ``import_path`` (:class:`~attnbench.attention.UserSlot`)."""
     options = dict(cfg)
     name = options.pop("type", None)
+    if name == "user":
+        return UserSlot(slot, embed_dim, num_heads, causal=slot == "dec-self", dropout=dropout, **options)
     if name not in MECHANISMS:
         raise ValueError(f"{slot} slot: unknown mechanism {name!r}; choose one of {sorted(MECHANISMS)}")
     if slot not in MECHANISMS[name].slots:

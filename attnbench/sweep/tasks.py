@@ -142,12 +142,11 @@ class VisionTask:
             forward = lambda: model(inputs, samples, mode="tensor")  # noqa: E731
         else:
             forward = lambda: model(inputs, mode="tensor")  # noqa: E731
-        from attnbench.attention.user_module import UserModule
+        from attnbench.attention.user_module import module_sources
 
         with every_proposal(model):
             row = count_model(model, forward)
-        users = [f"{m.import_path}@{(m.source_sha256 or '')[:16]}" for m in model.modules() if isinstance(m, UserModule)]
-        return row | {"input_size": f"{height}x{width}", "module_source": ";".join(dict.fromkeys(users)) or None}
+        return row | {"input_size": f"{height}x{width}", "module_source": module_sources(model)}
 
 
 @contextmanager
@@ -199,7 +198,16 @@ class TranslationTask:
 
         parsed = Variant.parse(variant)
         config = parsed.translation_config()
-        if config is not None:
+        if parsed.user_tokens:  # built in each slot it fills, each call made once, before any run
+            from attnbench.attention.user_module import check_slot_contract
+
+            (token,) = parsed.user_tokens
+            vision_only = sorted(set(parsed.params_of(token)) & set(mechanism_of(token).params))
+            if vision_only:
+                raise ValueError(f"nmt variant {parsed.name!r}: {vision_only} apply to vision tasks only")
+            make_importable(locate(token))
+            check_slot_contract(token, {k: v for k, v in config.items() if k not in ("type", "import_path")})
+        elif config is not None:
             try:
                 build_slot("enc-self", config, embed_dim=16, num_heads=4, dropout=0.0)
             except (ValueError, TypeError) as error:
@@ -211,7 +219,13 @@ class TranslationTask:
         if variant == "baseline":
             return [None]
         wanted = [slot] if slot else list(SLOTS)
-        allowed = Variant.parse(variant).translation_slots
+        parsed = Variant.parse(variant)
+        if parsed.user_tokens:  # a user's class fills the slots whose call it defines
+            from attnbench.attention.user_module import load_class, slots_of
+
+            allowed = slots_of(load_class(parsed.user_tokens[0]))
+        else:
+            allowed = parsed.translation_slots
         bad = [s for s in wanted if s not in allowed]
         if slot and bad:
             raise ValueError(f"nmt variant {variant!r} cannot fill the {slot} slot (it needs a memory input)")
@@ -232,7 +246,10 @@ class TranslationTask:
         path = str(CONFIG_ROOT.parent / self.configs[config_preset(preset)])
         if variant == "baseline":
             return path, options
-        return path, options | {f"model.{SLOTS[slot].argument}": Variant.parse(variant).translation_config()}
+        mechanism = Variant.parse(variant).translation_config()
+        if mechanism["type"] == "user":  # its file's hash makes an edited file a new run
+            mechanism["source_sha256"] = locate(mechanism["import_path"]).sha256
+        return path, options | {f"model.{SLOTS[slot].argument}": mechanism}
 
     def count(self, model: torch.nn.Module, preset: str) -> dict:
         import torch
@@ -243,8 +260,10 @@ class TranslationTask:
         device = next(model.parameters()).device
         src = torch.randint(4, 8, (1, length), device=device)
         tgt = torch.randint(4, 8, (1, length + 1), device=device)
+        from attnbench.attention.user_module import module_sources
+
         row = count_model(model, lambda: model(src, tgt, mode="tensor"))
-        return row | {"input_size": f"{length} tokens"}
+        return row | {"input_size": f"{length} tokens", "module_source": module_sources(model)}
 
 
 STUDY_TASKS: dict = {
