@@ -38,6 +38,17 @@ def write_module(folder: Path, name: str, body: str) -> None:
     (folder / f"{name}.py").write_text(f"import torch\nfrom torch import nn\n\n{body}")
 
 
+def refusal(tmp_path, monkeypatch, name: str, body: str, task: str, **plan) -> str:
+    """The one-line refusal of planning ``task`` with class ``Broken`` of module ``name`` (``body``), from the folder
+    that holds the file, as a user would."""
+    write_module(tmp_path, name, body)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(ValueError) as refused:
+        build_plan([task], [], [f"{name}.Broken"], 1, "smoke", **plan)
+    return str(refused.value)
+
+
 def test_a_user_token_round_trips_with_its_own_parameters():
     variant = Variant.parse("my_attention.SpatialGate:reduction=8:stages=3-5")
     assert variant.name == "my_attention.SpatialGate:stages=3-5:reduction=8" and Variant.parse(variant.name) == variant
@@ -52,12 +63,7 @@ def test_a_user_token_round_trips_with_its_own_parameters():
 def test_a_module_that_breaks_the_contract_is_refused_in_one_line_before_any_run(case, tmp_path, monkeypatch):
     body, rule = BROKEN[case]
     name = f"broken_{case}"
-    write_module(tmp_path, name, body)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    with pytest.raises(ValueError) as refused:
-        build_plan(["det"], [], [f"{name}.Broken"], 1, "smoke")
-    message = str(refused.value)
+    message = refusal(tmp_path, monkeypatch, name, body, "det")
     assert message.startswith(f"variant '{name}.Broken' on det: {name}.Broken: ") or message.startswith(f"{name}.Broken")
     assert rule in message and "\n" not in message
 
@@ -131,12 +137,8 @@ SLOT_BROKEN = {
 def test_a_translation_slot_that_breaks_its_contract_is_refused_in_one_line(case, tmp_path, monkeypatch):
     body, rule = SLOT_BROKEN[case]
     name = f"broken_slot_{case.replace(' ', '_')}"
-    write_module(tmp_path, name, body)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    with pytest.raises(ValueError) as refused:
-        build_plan(["nmt"], [], [f"{name}.Broken"], 1, "smoke", slot="enc-self")
-    assert str(refused.value).startswith(f"{name}.Broken: ") and rule in str(refused.value)
+    message = refusal(tmp_path, monkeypatch, name, body, "nmt", slot="enc-self")
+    assert message.startswith(f"{name}.Broken: ") and rule in message
 
 
 def test_a_users_slot_fills_the_slots_whose_call_it_defines_and_is_counted(tmp_path, monkeypatch):

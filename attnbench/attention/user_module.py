@@ -112,6 +112,20 @@ def _refuse_output(import_path: str, call: str, x: torch.Tensor, y, shape: tuple
                          "a slot keeps the input's dtype and device")
 
 
+def _built(import_path: str, build, call: str) -> nn.Module:
+    """``build()``, its failure (other than a refusal of ours) as one line that names ``call``, and a module with
+    no parameters to train refused."""
+    try:
+        module = build()
+    except ValueError:
+        raise
+    except Exception as error:
+        raise ValueError(f"{import_path}: {call} failed ({type(error).__name__}: {error})") from None
+    if not any(p.requires_grad for p in module.parameters()):
+        raise ValueError(f"{import_path}: has no parameters to train (a mechanism the benchmark trains learns)")
+    return module
+
+
 def check_slot_contract(import_path: str, params: dict, embed_dim: int = 16, num_heads: int = 4) -> tuple[str, ...]:
     """Build the class in each slot it fills and make each call once, forward and backward, on float32 inputs
     with padding; the slots it fills, or ValueError in one line naming ``import_path`` and the rule it breaks."""
@@ -121,15 +135,9 @@ def check_slot_contract(import_path: str, params: dict, embed_dim: int = 16, num
                          "memory_padding_mask, query_offset), so it fills no translation slot")
     mask = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
     for slot in dict.fromkeys(slots, None):
-        try:
-            module = UserSlot(slot, embed_dim, num_heads, slot == "dec-self", 0.0, import_path, **params)
-        except ValueError:
-            raise
-        except Exception as error:
-            raise ValueError(f"{import_path}: cls({embed_dim}, {num_heads}, causal=..., dropout=..., **{params}) "
-                             f"failed ({type(error).__name__}: {error})") from None
-        if not any(p.requires_grad for p in module.parameters()):
-            raise ValueError(f"{import_path}: has no parameters to train (a mechanism the benchmark trains learns)")
+        module = _built(import_path, lambda: UserSlot(slot, embed_dim, num_heads, slot == "dec-self", 0.0,
+                                                      import_path, **params),
+                        f"cls({embed_dim}, {num_heads}, causal=..., dropout=..., **{params})")
         x = torch.randn(2, 6, embed_dim, requires_grad=True)
         try:
             if SLOT_CALLS[slot] == "mix":
@@ -151,15 +159,8 @@ def check_slot_contract(import_path: str, params: dict, embed_dim: int = 16, num
 def check_contract(import_path: str, params: dict, channels: int = 16, size: tuple[int, int] = (12, 10)) -> None:
     """Build the class as a plugin on ``channels`` channels and run it once forward and backward on a float32
     ``(2, channels, *size)`` input; ValueError in one line, naming ``import_path`` and the rule it breaks."""
-    try:
-        module = UserModule(channels, import_path, **params)
-    except ValueError:
-        raise
-    except Exception as error:
-        raise ValueError(f"{import_path}: cls(in_channels={channels}, **{params}) failed "
-                         f"({type(error).__name__}: {error})") from None
-    if not any(p.requires_grad for p in module.parameters()):
-        raise ValueError(f"{import_path}: has no parameters to train (a mechanism the benchmark trains learns)")
+    module = _built(import_path, lambda: UserModule(channels, import_path, **params),
+                    f"cls(in_channels={channels}, **{params})")
     x = torch.randn(2, channels, *size, requires_grad=True)
     try:
         y = module(x)
